@@ -1,0 +1,159 @@
+"""Devices: parsing and validation of every device spelling. All device errors are worded here.
+
+A device is ``cpu`` (the host) or one device of the accelerator chosen at import
+(``sim`` or ``cuda``; see ``tensorplay.backends``). Spellings accepted wherever a device is taken:
+a :class:`device`, a string (``"cpu"``, ``"sim:1"``, ``"cuda"``), an ``int`` (an accelerator
+index) or ``None`` (the current accelerator device, or ``cpu`` where the context says so).
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["device"]
+
+_SPELLING = re.compile(r"^([a-z]+)(?::(-?\d+))?$")
+_KNOWN_TYPES = ("cpu", "sim", "cuda")
+
+
+class device:
+    """A device: ``device("cpu")``, ``device("sim:1")``, ``device("cuda", 1)``.
+
+    ``index`` is ``None`` for a type-only spelling (``device("cuda")``), meaning the current
+    device of that type when it is used. Construction checks the spelling only; whether the
+    device exists in this build is checked where it is used.
+
+    Raises:
+        ValueError: for a malformed spelling or an unknown device type.
+    """
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type_or_spelling, index: int | None = None):
+        if isinstance(type_or_spelling, device):
+            if index is not None:
+                raise ValueError(f"device({type_or_spelling!r}, {index!r}): an index cannot be "
+                                 f"given with a device object")
+            self.type, self.index = type_or_spelling.type, type_or_spelling.index
+            return
+        if not isinstance(type_or_spelling, str):
+            raise TypeError(f"device() takes a string such as 'cpu' or 'sim:0', got "
+                            f"{type(type_or_spelling).__name__} {type_or_spelling!r}")
+        match = _SPELLING.match(type_or_spelling.strip())
+        if match is None or match.group(1) not in _KNOWN_TYPES:
+            raise ValueError(f"invalid device spelling {type_or_spelling!r}: expected "
+                             f"'cpu', '<type>' or '<type>:<index>' with type one of "
+                             f"{', '.join(repr(t) for t in _KNOWN_TYPES)}")
+        kind, text_index = match.group(1), match.group(2)
+        if text_index is not None and index is not None:
+            raise ValueError(f"device({type_or_spelling!r}, {index!r}): the index is given twice")
+        if text_index is not None:
+            index = int(text_index)
+        if index is not None:
+            if isinstance(index, bool) or not isinstance(index, int):
+                raise TypeError(f"device index must be an int, got {type(index).__name__}")
+            if index < 0:
+                raise ValueError(f"device index must be non-negative, got {index} in "
+                                 f"{type_or_spelling!r}")
+        if kind == "cpu" and index not in (None, 0):
+            raise ValueError(f"invalid device 'cpu:{index}': the host has one device, 'cpu'")
+        self.type = kind
+        self.index = 0 if kind == "cpu" else index
+
+    def __repr__(self) -> str:
+        if self.type == "cpu" or self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        if self.type == "cpu":
+            return "cpu"
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            try:
+                other = device(other)
+            except (ValueError, TypeError):
+                return False
+        return isinstance(other, device) and (self.type, self.index) == (other.type, other.index)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index))
+
+    def __reduce__(self):
+        return (device, (str(self),))
+
+
+CPU = device("cpu")
+
+
+def _valid_devices_text(accelerator) -> str:
+    if accelerator is None:
+        return "this build has no accelerator, so the only device is 'cpu'"
+    count = accelerator.device_count()
+    names = ", ".join(f"{accelerator.device_type}:{i}" for i in range(count))
+    return f"this build has {count} {accelerator.device_type} device(s) ({names}) and 'cpu'"
+
+
+def resolve(spelling, *, default_cpu: bool = False) -> device:
+    """Turn any device spelling into a concrete device (type and index), checking it exists.
+
+    ``None`` means the current accelerator device, or ``cpu`` when ``default_cpu`` is set (tensor
+    creation) or no accelerator was built and ``default_cpu`` is set.
+
+    Raises:
+        ValueError: a device type this build does not have, or an index out of range.
+        TypeError: something that is not a device spelling at all.
+    """
+    from .backends import accelerator_backend
+    from .accelerator import _state
+
+    accelerator = accelerator_backend()
+    if spelling is None:
+        if default_cpu:
+            return CPU
+        if accelerator is None:
+            raise ValueError("no device given and this build has no accelerator: "
+                             + _valid_devices_text(None))
+        return device(accelerator.device_type, _state.current_device_index())
+    if isinstance(spelling, bool):
+        raise TypeError(f"expected a device, a device string or an int index, got {spelling!r}")
+    if isinstance(spelling, int):
+        if accelerator is None:
+            raise ValueError(f"device index {spelling} given, but " + _valid_devices_text(None))
+        spelling = device(accelerator.device_type, spelling) if spelling >= 0 else spelling
+        if isinstance(spelling, int):
+            raise ValueError(f"device index must be non-negative, got {spelling}")
+    elif isinstance(spelling, str):
+        spelling = device(spelling)
+    elif not isinstance(spelling, device):
+        raise TypeError(f"expected a device, a device string or an int index, got "
+                        f"{type(spelling).__name__} {spelling!r}")
+    if spelling.type == "cpu":
+        return CPU
+    if accelerator is None or spelling.type != accelerator.device_type:
+        raise ValueError(f"device {str(spelling)!r} is not available: "
+                         + _valid_devices_text(accelerator))
+    if spelling.index is None:
+        return device(spelling.type, _state.current_device_index())
+    if spelling.index >= accelerator.device_count():
+        raise ValueError(f"device {str(spelling)!r} is out of range: "
+                         + _valid_devices_text(accelerator))
+    return spelling
+
+
+def resolve_accelerator_index(spelling) -> int:
+    """Like :func:`resolve` for functions that need an accelerator device; returns its index.
+
+    Raises:
+        RuntimeError: on a host-only build (via ``backends.require_accelerator``).
+        ValueError: for ``cpu`` or a bad spelling.
+    """
+    from .backends import require_accelerator
+
+    require_accelerator()
+    resolved = resolve(spelling)
+    if resolved.type == "cpu":
+        raise ValueError("expected an accelerator device, got 'cpu'")
+    return resolved.index

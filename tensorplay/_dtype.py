@@ -1,0 +1,232 @@
+"""Dtypes and PyTorch-style type promotion.
+
+Every tensorplay dtype wraps one NumPy dtype (``bfloat16`` comes from ml_dtypes). Which dtypes a
+device can hold is a property of its backend: ``get_device_capability()["supported_dtypes"]``.
+
+Promotion follows PyTorch, not NumPy:
+
+- categories rank ``bool < integer < floating < complex``; when two operands differ in category
+  the higher category's dtype wins as it is (``int64 + float16 -> float16``), widening only for
+  complex with a wider float (``float64 + complex64 -> complex128``);
+- inside a category the wider dtype wins (``int8 + uint8 -> int16``,
+  ``float16 + bfloat16 -> float32``);
+- a Python scalar (and a 0-d tensor) takes part only when it is of a higher category than the
+  dimensioned tensors: ``float32_tensor + 2.5`` stays float32, ``int_tensor + 2.5`` is float32 (the
+  default dtype), ``int_tensor + 1j`` is complex64;
+- ``uint16``, ``uint32`` and ``uint64`` promote only with themselves and bool, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import ml_dtypes
+import numpy as np
+
+__all__ = [
+    "dtype", "bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
+    "float16", "bfloat16", "float32", "float64", "complex64", "complex128", "all_dtypes",
+    "promote_types", "result_type", "to_dtype", "get_default_dtype",
+]
+
+_BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
+
+
+class dtype:
+    """A tensor element type. Compare with ``==``; ``str(tp.float32) == 'tensorplay.float32'``."""
+
+    __slots__ = ("name", "numpy", "itemsize", "_category", "_rank")
+
+    def __init__(self, name: str, numpy_dtype, category: int, rank: int):
+        self.name = name
+        self.numpy = np.dtype(numpy_dtype)
+        self.itemsize = self.numpy.itemsize
+        self._category = category
+        self._rank = rank
+
+    @property
+    def is_floating_point(self) -> builtins.bool:
+        return self._category == _FLOAT
+
+    @property
+    def is_complex(self) -> builtins.bool:
+        return self._category == _COMPLEX
+
+    @property
+    def is_signed(self) -> builtins.bool:
+        return self.name not in ("bool", "uint8", "uint16", "uint32", "uint64")
+
+    def __repr__(self) -> str:
+        return f"tensorplay.{self.name}"
+
+    def __reduce__(self):
+        return (to_dtype, (self.name,))
+
+
+bool = dtype("bool", np.bool_, _BOOL, 0)
+uint8 = dtype("uint8", np.uint8, _INT, 1)
+int8 = dtype("int8", np.int8, _INT, 1)
+int16 = dtype("int16", np.int16, _INT, 2)
+int32 = dtype("int32", np.int32, _INT, 3)
+int64 = dtype("int64", np.int64, _INT, 4)
+uint16 = dtype("uint16", np.uint16, _INT, 2)
+uint32 = dtype("uint32", np.uint32, _INT, 3)
+uint64 = dtype("uint64", np.uint64, _INT, 4)
+float16 = dtype("float16", np.float16, _FLOAT, 1)
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, _FLOAT, 1)
+float32 = dtype("float32", np.float32, _FLOAT, 2)
+float64 = dtype("float64", np.float64, _FLOAT, 3)
+complex64 = dtype("complex64", np.complex64, _COMPLEX, 2)
+complex128 = dtype("complex128", np.complex128, _COMPLEX, 3)
+
+all_dtypes: tuple[dtype, ...] = (
+    bool, uint8, int8, int16, int32, int64, uint16, uint32, uint64,
+    float16, bfloat16, float32, float64, complex64, complex128,
+)
+_BY_NAME = {d.name: d for d in all_dtypes}
+_BY_NUMPY = {d.numpy: d for d in all_dtypes}
+_NEW_UNSIGNED = (uint16, uint32, uint64)
+_INT_BY_RANK_SIGNED = {1: int8, 2: int16, 3: int32, 4: int64}
+_FLOAT_BY_RANK = {2: float32, 3: float64}
+_COMPLEX_BY_RANK = {2: complex64, 3: complex128}
+
+
+def get_default_dtype() -> dtype:
+    """The dtype of floating tensors made from Python floats: always ``float32``."""
+    return float32
+
+
+def to_dtype(value) -> dtype:
+    """Turn a tensorplay dtype, a NumPy dtype (or type), or a name like ``"float32"`` into a dtype.
+
+    Raises:
+        TypeError: for anything else, naming the valid spellings.
+    """
+    if isinstance(value, dtype):
+        return value
+    if isinstance(value, str) and value in _BY_NAME:
+        return _BY_NAME[value]
+    if value is builtins.bool:
+        return bool
+    if value is builtins.int:
+        return int64
+    if value is builtins.float:
+        return float32
+    if value is builtins.complex:
+        return complex64
+    try:
+        found = _BY_NUMPY.get(np.dtype(value))
+    except TypeError:
+        found = None
+    if found is None:
+        valid = ", ".join(d.name for d in all_dtypes)
+        raise TypeError(f"{value!r} is not a tensorplay dtype; valid dtypes are: {valid}")
+    return found
+
+
+def from_numpy_dtype(numpy_dtype) -> dtype:
+    """The tensorplay dtype of a NumPy dtype; TypeError for one tensorplay has no equivalent of."""
+    found = _BY_NUMPY.get(np.dtype(numpy_dtype))
+    if found is None:
+        valid = ", ".join(d.name for d in all_dtypes)
+        raise TypeError(f"NumPy dtype {np.dtype(numpy_dtype)} has no tensorplay equivalent; "
+                        f"valid dtypes are: {valid}")
+    return found
+
+
+def _promote_same_category(a: dtype, b: dtype) -> dtype:
+    if a is b:
+        return a
+    if a._category == _INT:
+        if a.is_signed == b.is_signed:
+            return a if a._rank >= b._rank else b
+        signed, unsigned = (a, b) if a.is_signed else (b, a)
+        if signed._rank > unsigned._rank:
+            return signed
+        return _INT_BY_RANK_SIGNED[min(unsigned._rank + 1, 4)]
+    if a._rank != b._rank:
+        return a if a._rank > b._rank else b
+    # float16 vs bfloat16: the only same-rank distinct pair.
+    return float32
+
+
+def promote_types(a, b) -> dtype:
+    """The dtype PyTorch's ``torch.promote_types`` gives for two dtypes.
+
+    Raises:
+        TypeError: when one of them is uint16/uint32/uint64 and the other is neither bool nor the
+            same dtype, which PyTorch does not promote either.
+    """
+    a, b = to_dtype(a), to_dtype(b)
+    if a is b:
+        return a
+    if a is bool:
+        return b
+    if b is bool:
+        return a
+    if a in _NEW_UNSIGNED or b in _NEW_UNSIGNED:
+        raise TypeError(f"promotion of {a.name} with {b.name} is not supported: uint16, uint32 "
+                        f"and uint64 promote only with themselves and bool (as in PyTorch); "
+                        f"cast one operand with .to() first")
+    if a._category == b._category:
+        return _promote_same_category(a, b)
+    high, low = (a, b) if a._category > b._category else (b, a)
+    if high._category == _COMPLEX and low._category == _FLOAT and low._rank > high._rank:
+        return _COMPLEX_BY_RANK[low._rank]
+    return high
+
+
+def _scalar_category(value) -> int:
+    if isinstance(value, (builtins.bool, np.bool_)):
+        return _BOOL
+    if isinstance(value, (builtins.int, np.integer)):
+        return _INT
+    if isinstance(value, (builtins.float, np.floating)):
+        return _FLOAT
+    if isinstance(value, (builtins.complex, np.complexfloating)):
+        return _COMPLEX
+    raise TypeError(f"expected a Tensor or a Python number, got {type(value).__name__}")
+
+
+_SCALAR_DEFAULT = {_BOOL: bool, _INT: int64, _FLOAT: float32, _COMPLEX: complex64}
+
+
+def result_type(*operands) -> dtype:
+    """The dtype of an elementwise op over tensors and Python scalars, by PyTorch's rules.
+
+    Each operand is a Tensor (anything with ``.dtype`` and ``.ndim``) or a Python number.
+    """
+    dims: dtype | None = None
+    zero_dims: dtype | None = None
+    scalar_category = -1
+    for op in operands:
+        if hasattr(op, "dtype") and hasattr(op, "ndim") and isinstance(op.dtype, dtype):
+            if op.ndim > 0:
+                dims = op.dtype if dims is None else promote_types(dims, op.dtype)
+            else:
+                zero_dims = op.dtype if zero_dims is None else promote_types(zero_dims, op.dtype)
+        else:
+            scalar_category = max(scalar_category, _scalar_category(op))
+    result = dims
+    if zero_dims is not None:
+        if result is None:
+            result = zero_dims
+        elif zero_dims._category > result._category:
+            result = promote_types(result, zero_dims)
+    if scalar_category >= 0:
+        if result is None:
+            result = _SCALAR_DEFAULT[scalar_category]
+        elif scalar_category > result._category:
+            if scalar_category == _COMPLEX and result._category == _FLOAT:
+                result = _COMPLEX_BY_RANK[max(result._rank, 2)]
+            else:
+                result = _SCALAR_DEFAULT[scalar_category]
+    if result is None:
+        raise TypeError("result_type needs at least one operand")
+    return result
+
+
+def can_cast(from_: dtype, to: dtype) -> builtins.bool:
+    """Whether an in-place op may write a ``from_`` result into a ``to`` tensor (PyTorch's rule:
+    never down a category, e.g. a float result into an integer tensor)."""
+    return from_._category <= to._category

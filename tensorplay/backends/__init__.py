@@ -79,6 +79,9 @@ class Backend(Protocol):
         """An ``xp`` array viewing device memory at ``ptr`` (strides in bytes); the array keeps
         ``owner`` alive."""
 
+    def array_ptr(self, array: Any) -> int:
+        """The device address of an ``xp`` array's first element (views included)."""
+
     # -- streams and events -----------------------------------------------------------------
     def default_stream(self, index: int) -> Any:
         """The device's default stream (never capturable)."""

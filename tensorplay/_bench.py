@@ -1,0 +1,185 @@
+"""``python -m tensorplay bench``: the benchmark suite, side by side with torch, CuPy and JAX.
+
+Each case times tensorplay and whichever peers are installed in the same run, on the current
+accelerator. A figure is the median over repeats of (wall time of a loop of calls, ending in a
+device synchronize) / calls, so each is a steady-state time per call including its share of
+device work. On the simulated accelerator sizes are small and times are host times, not GPU
+times.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import tensorplay as tp
+
+from . import _bench_peers as peers
+
+
+def _progress(done: int, total: int, label: str) -> None:
+    width = 30
+    filled = width * done // max(total, 1)
+    sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}")
+    sys.stderr.flush()
+    if done == total:
+        sys.stderr.write("\n")
+
+
+def time_per_call(fn, sync, calls: int, repeats: int = 5, warmup: int = 3) -> float:
+    """Median microseconds per call of ``fn`` over ``repeats`` loops of ``calls`` calls."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        sync()
+        samples.append((time.perf_counter() - start) / calls * 1e6)
+    return statistics.median(samples)
+
+
+def _sync():
+    tp.accelerator.synchronize()
+
+
+class Suite:
+    """Runs the cases and collects rows ``{case, impl, us, note}``."""
+
+    def __init__(self, device: str, small: bool):
+        self.device = device
+        self.small = small
+        self.rows: list[dict] = []
+        self.calls = 200 if small else 2000
+
+    def add(self, case: str, impl: str, us: float, **extra) -> None:
+        self.rows.append({"case": case, "impl": impl, "us": us, **extra})
+
+    # -- cases ------------------------------------------------------------------------------
+    def replay_overhead(self) -> None:
+        x = tp.zeros(16, device=self.device)
+        graph = tp.accelerator.Graph()
+        with graph:
+            x.add_(1)
+        stream = tp.accelerator.current_stream()
+        self.add("graph replay (1 kernel)", "tensorplay replay(stream=s)",
+                 time_per_call(lambda: graph.replay(stream=stream), _sync, self.calls))
+        self.add("graph replay (1 kernel)", "tensorplay replay()",
+                 time_per_call(graph.replay, _sync, self.calls))
+        for impl, fn, sync in peers.replay_peers(graph, stream):
+            self.add("graph replay (1 kernel)", impl, time_per_call(fn, sync, self.calls))
+
+    def stage_and_launch(self, counts=(1, 2, 4, 8, 16, 32)) -> None:
+        for count in counts:
+            case = f"stage_and_launch ({count} x 1 KiB inputs)"
+            statics = [tp.zeros(256, device=self.device) for _ in range(count)]
+            fresh = [tp.rand(256, device=self.device) for _ in range(count)]
+            graph = tp.accelerator.Graph()
+            with graph:
+                total = statics[0] * 1
+                for s in statics[1:]:
+                    total.add_(s)
+            self.add(case, "tensorplay stage_and_launch",
+                     time_per_call(lambda: graph.stage_and_launch(statics, fresh), _sync,
+                                   self.calls), inputs=count)
+            for impl, fn, sync in peers.staging_peers(count):
+                self.add(case, impl, time_per_call(fn, sync, self.calls), inputs=count)
+
+    def eager_op(self) -> None:
+        x = tp.zeros(16, device=self.device)
+        self.add("eager x.add_(1), 16 floats", "tensorplay",
+                 time_per_call(lambda: x.add_(1), _sync, self.calls))
+        for impl, fn, sync in peers.eager_peers():
+            self.add("eager x.add_(1), 16 floats", impl, time_per_call(fn, sync, self.calls))
+
+    def twenty_kernels(self) -> None:
+        x = tp.zeros(1024, device=self.device)
+
+        def work():
+            for _ in range(20):
+                x.add_(1)
+        graph = tp.accelerator.Graph()
+        with graph:
+            work()
+        case = "20 small kernels"
+        self.add(case, "tensorplay eager", time_per_call(work, _sync, self.calls // 10))
+        self.add(case, "tensorplay graph replay",
+                 time_per_call(graph.replay, _sync, self.calls // 10))
+
+    def mlp(self) -> None:
+        from ._bench_models import mlp_case
+
+        for impl, us in mlp_case(self.device, self.calls // 10):
+            self.add("MLP 4x512, batch 8, GELU", impl, us)
+
+    def cg(self) -> None:
+        from ._bench_models import cg_case
+
+        n = 32 if self.small else 256
+        for row in cg_case(self.device, n):
+            self.add(f"CG Poisson {n}x{n}", **row)
+
+    def run(self) -> list[dict]:
+        cases = [self.replay_overhead, self.stage_and_launch, self.eager_op,
+                 self.twenty_kernels, self.mlp, self.cg]
+        for done, case in enumerate(cases):
+            _progress(done, len(cases), case.__name__)
+            case()
+        _progress(len(cases), len(cases), "done")
+        return self.rows
+
+
+def format_table(rows: list[dict]) -> str:
+    lines = [f"{'case':<38} {'implementation':<36} {'time/call':>12} {'vs tensorplay':>14}"]
+    lines.append("-" * len(lines[0]))
+    reference = {}
+    for row in rows:
+        if row["impl"].startswith("tensorplay") and row["case"] not in reference:
+            reference[row["case"]] = row["us"]
+    for row in rows:
+        ratio = row["us"] / reference[row["case"]] if reference.get(row["case"]) else float("nan")
+        unit = f"{row['us'] / 1000:9.2f} ms" if row["us"] >= 10000 else f"{row['us']:9.2f} us"
+        extra = ""
+        if "iterations" in row:
+            extra = (f"  iters={row['iterations']} per-iter={row['us'] / row['iterations']:.1f} us"
+                     f" residual={row['residual']:.1e}")
+        lines.append(f"{row['case']:<38} {row['impl']:<36} {unit:>12} {ratio:13.2f}x{extra}")
+    return "\n".join(lines)
+
+
+def main(json_path=None, plot_path=None) -> int:
+    accelerator = tp.accelerator.current_accelerator(check_available=True)
+    if accelerator is None:
+        print("bench needs an accelerator: run on a GPU with tensorplay[cuda], or set "
+              "TENSORPLAY_ACCELERATOR=sim for the simulated one (host times)")
+        return 2
+    device = f"{accelerator.type}:0"
+    small = accelerator.type == "sim"
+    if small:
+        print("simulated accelerator: small sizes; these are host times, not GPU times")
+    capability = tp.accelerator.get_device_capability(device)
+    rows = Suite(device, small).run()
+    print(f"\ntensorplay {tp.__version__} on {device} ({capability['name']}), peers: "
+          f"{', '.join(peers.available()) or 'none installed'}")
+    print(format_table(rows))
+    if json_path:
+        payload = {"date": time.strftime("%Y-%m-%d"), "device": device,
+                   "device_name": capability["name"], "python": platform.python_version(),
+                   "numpy": np.__version__, "peers": peers.versions(), "simulated": small,
+                   "rows": rows}
+        with open(json_path, "w") as handle:
+            json.dump(payload, handle, indent=1)
+        print(f"wrote {json_path}")
+    if plot_path:
+        from ._bench_plot import plot
+
+        plot(rows, plot_path, title=f"tensorplay on {capability['name']}")
+        print(f"wrote {plot_path}")
+    return 0

@@ -1,0 +1,110 @@
+"""Peer implementations for the benchmark suite: torch, CuPy, JAX and raw cuda-bindings.
+
+Each ``*_peers`` function yields ``(name, fn, sync)`` for the peers installed, on a GPU only:
+on the simulated accelerator peers would time a different machine, so none are offered.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+import tensorplay as tp
+
+
+def _gpu() -> bool:
+    accelerator = tp.accelerator.current_accelerator(check_available=True)
+    return accelerator is not None and accelerator.type == "cuda"
+
+
+def _module(name: str):
+    try:
+        return importlib.import_module(name)
+    except Exception:  # noqa: BLE001 - a peer that does not import is absent
+        return None
+
+
+def available() -> list[str]:
+    if not _gpu():
+        return []
+    return [name for name in ("torch", "cupy", "jax") if _module(name) is not None]
+
+
+def versions() -> dict:
+    return {name: getattr(_module(name), "__version__", "?") for name in available()}
+
+
+def _torch_cuda():
+    torch = _module("torch")
+    if torch is None or not _gpu() or not torch.cuda.is_available():
+        return None
+    return torch
+
+
+def replay_peers(graph, stream):
+    """Raw cudaGraphLaunch of tensorplay's own executable, torch and CuPy graphs of one kernel."""
+    if not _gpu():
+        return
+    from tensorplay.backends.cuda import _bench_hooks
+
+    yield ("cuda-bindings cudaGraphLaunch (same graph)",
+           _bench_hooks.raw_launcher(graph, stream), tp.accelerator.synchronize)
+    torch = _torch_cuda()
+    if torch is not None:
+        x = torch.zeros(16, device="cuda")
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            x.add_(1)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            x.add_(1)
+        yield ("torch CUDAGraph.replay()", g.replay, torch.cuda.synchronize)
+    cupy = _module("cupy")
+    if cupy is not None:
+        y = cupy.zeros(16, dtype=cupy.float32)
+        s = cupy.cuda.Stream(non_blocking=True)
+        with s:
+            y += 1
+            s.begin_capture()
+            y += 1
+            cg = s.end_capture()
+        cg.upload()
+        yield ("CuPy Graph.launch()", lambda: cg.launch(s), s.synchronize)
+
+
+def staging_peers(count: int):
+    torch = _torch_cuda()
+    if torch is None:
+        return
+    statics = [torch.zeros(256, device="cuda") for _ in range(count)]
+    fresh = [torch.rand(256, device="cuda") for _ in range(count)]
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        total = statics[0] * 1
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        total = statics[0] * 1
+        for s in statics[1:]:
+            total.add_(s)
+
+    def step():
+        for s, f in zip(statics, fresh):
+            s.copy_(f)
+        g.replay()
+    yield (f"torch {count} x copy_ + replay()", step, torch.cuda.synchronize)
+
+
+def eager_peers():
+    cupy = _module("cupy") if _gpu() else None
+    if cupy is not None:
+        x = cupy.zeros(16, dtype=cupy.float32)
+
+        def add():
+            nonlocal x
+            x += 1
+        yield ("CuPy x += 1", add, cupy.cuda.Device().synchronize)
+    torch = _torch_cuda()
+    if torch is not None:
+        t = torch.zeros(16, device="cuda")
+        yield ("torch x.add_(1)", lambda: t.add_(1), torch.cuda.synchronize)

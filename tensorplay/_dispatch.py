@@ -1,0 +1,107 @@
+"""The seam between tensor ops and backends: where result memory comes from, where kernels go.
+
+Every op is written once against an array namespace (``xp``: NumPy for ``cpu`` and ``sim``, CuPy
+for ``cuda``). An op (1) checks its arguments and works out the result's shape and dtype,
+(2) asks :func:`empty` for the result's memory, and (3) hands a zero-argument kernel that writes
+the result to :func:`launch`. So:
+
+- on ``cpu`` the memory is a fresh NumPy array and the kernel runs at once;
+- on an accelerator the memory is a block of ``tensorplay._allocator`` taken on the current
+  stream (from the graph's pool while that stream captures), and the kernel goes to the backend:
+  queued (sim), run on the bound CuPy stream (cuda), or recorded while capturing.
+
+Because kernels may run later (sim) or again on every replay (graphs), a kernel must read its
+inputs only when it runs and must close over arrays, never over values read from them.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import _dtype
+from ._device import device as _device_cls
+from .backends import accelerator_backend, host_backend
+
+_accelerator = None
+_host = None
+_supported: dict[int, frozenset] = {}
+
+
+def _backends():
+    global _accelerator, _host
+    _host = host_backend()
+    _accelerator = accelerator_backend()
+
+
+def backend_of(device: _device_cls):
+    """The backend owning ``device``."""
+    if _host is None:
+        _backends()
+    return _host if device.type == "cpu" else _accelerator
+
+
+def xp_of(device: _device_cls):
+    """The array namespace of ``device``'s backend."""
+    return backend_of(device).xp
+
+
+def check_dtype_supported(device: _device_cls, dtype: _dtype.dtype) -> None:
+    """Raise TypeError if ``device`` cannot hold ``dtype``."""
+    if device.type == "cpu":
+        return
+    supported = _supported.get(device.index)
+    if supported is None:
+        supported = _supported[device.index] = frozenset(
+            backend_of(device).device_capability(device.index)["supported_dtypes"])
+    if dtype not in supported:
+        names = ", ".join(d.name for d in _dtype.all_dtypes if d in supported)
+        raise TypeError(f"{device} cannot hold {dtype}: its supported dtypes are {names} "
+                        f"(see get_device_capability()['supported_dtypes'])")
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    strides = []
+    step = itemsize
+    for size in reversed(shape):
+        strides.append(step)
+        step *= max(size, 1)
+    return tuple(reversed(strides))
+
+
+def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype):
+    """A new C-contiguous ``xp`` array for a result on ``device`` (contents undefined)."""
+    if device.type == "cpu":
+        return host_backend().empty(shape, dtype.numpy)
+    from . import _allocator
+    from .accelerator import _state
+
+    index = device.index
+    nbytes = math.prod(shape) * dtype.itemsize
+    allocation = _allocator.device_allocator(index).malloc(
+        max(nbytes, 1), _state.current_native_stream(index))
+    return _accelerator.as_array(index, allocation.ptr, max(nbytes, 1), dtype.numpy, shape,
+                                 c_strides(shape, dtype.itemsize), allocation)
+
+
+def launch(device: _device_cls, kernel) -> None:
+    """Run ``kernel`` for ``device``: at once on cpu, else on the device's current stream."""
+    if device.type == "cpu":
+        kernel()
+        return
+    from .accelerator import _state
+
+    _accelerator.launch(_state.current_native_stream(device.index), kernel)
+
+
+def named(name: str, kernel, **attrs):
+    """Give a kernel a name (and attributes) for graph dumps; returns the kernel."""
+    kernel.__name__ = name
+    if attrs:
+        kernel.tp_attrs = attrs
+    return kernel
+
+
+def current_native_stream(device: _device_cls):
+    from .accelerator import _state
+
+    return _state.current_native_stream(device.index)

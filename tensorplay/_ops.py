@@ -1,0 +1,203 @@
+"""Elementwise ops, written once against the array namespace of the operands' device.
+
+Each op resolves its operands (Tensors and Python numbers) to one device, computes the result
+dtype by PyTorch's promotion (``_dtype.result_type``) and the broadcast shape, takes the result's
+memory from ``_dispatch.empty`` (or writes into ``self`` for ``op_`` forms), and launches a kernel
+that calls the ``xp`` ufunc with ``out=``. Reductions, matmul and shape-combining ops live in
+``_reductions.py`` and ``_combine.py``.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import _dispatch, _dtype
+from ._tensor import Tensor
+
+_Number = (bool, int, float, complex, np.number, np.bool_)
+
+
+def _operand_device(operands, op: str):
+    """The one device of the tensor operands; 0-d cpu tensors may join an accelerator op."""
+    devices = {o.device for o in operands if isinstance(o, Tensor)}
+    if len(devices) == 1:
+        return devices.pop()
+    if not devices:
+        from ._device import CPU
+
+        return CPU
+    main = {o.device for o in operands
+            if isinstance(o, Tensor) and not (o.device.type == "cpu" and o.ndim == 0)}
+    if len(main) == 1:
+        return main.pop()
+    names = " and ".join(sorted(str(d) for d in devices))
+    raise RuntimeError(f"{op}: expected all tensors on one device, but found {names}; move "
+                       f"them with .to() first")
+
+
+def _check_operand(value, op: str):
+    if isinstance(value, (Tensor,) + _Number):
+        return value
+    if isinstance(value, numbers.Number):
+        return value
+    raise TypeError(f"{op}: unsupported operand type {type(value).__name__}; expected a Tensor "
+                    f"or a Python number")
+
+
+def _array_of(operand, device):
+    """The xp value a kernel reads for an operand: an array, or a scalar."""
+    if isinstance(operand, Tensor):
+        operand._check_guard()
+        if operand.device != device:
+            return operand._data.item()  # a 0-d host tensor in an accelerator op
+        return operand._data
+    return operand
+
+
+def _cast(value, compute: np.dtype, xp):
+    if hasattr(value, "dtype") and value.dtype != compute:
+        return value.astype(compute)
+    if isinstance(value, _Number) and not hasattr(value, "dtype"):
+        return compute.type(value)
+    return value
+
+
+def _broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} do not "
+                         f"broadcast (sizes must match or be 1, aligned from the right)") from None
+
+
+def _shape_of(value):
+    return value.shape if isinstance(value, Tensor) else ()
+
+
+def elementwise(op: str, ufunc_name: str, operands, *, out: Tensor | None = None,
+                result=None, compute=None, extra_kwargs=None) -> Tensor:
+    """Run the ``xp`` ufunc ``ufunc_name`` over operands.
+
+    Args:
+        result: fixes the result dtype (e.g. bool for comparisons); default: promotion.
+        compute: the dtype the ufunc computes in; default: the result dtype.
+        out: write into this tensor (in-place ops) after checking shape and castability.
+    """
+    operands = [_check_operand(v, op) for v in operands]
+    device = _operand_device(operands, op)
+    promoted = _dtype.result_type(*operands)
+    compute = promoted if compute is None else compute(promoted)
+    result = compute if result is None else result
+    shape = _broadcast_shape(op, *(_shape_of(v) for v in operands))
+    if out is None:
+        _dispatch.check_dtype_supported(device, result)
+        out_array = _dispatch.empty(device, shape, result)
+        out_tensor = Tensor._make(out_array, device, result)
+    else:
+        if shape != out.shape:
+            raise RuntimeError(f"{op}: the result of shape {shape} cannot be written into the "
+                               f"tensor of shape {out.shape} (in-place ops don't broadcast self)")
+        if not _dtype.can_cast(result, out.dtype):
+            raise RuntimeError(f"{op}: result type {result.name} can't be cast to the desired "
+                               f"output type {out.dtype.name}")
+        out_tensor = out
+        out_array = out._data
+    xp = _dispatch.xp_of(device)
+    ufunc = getattr(xp, ufunc_name)
+    compute_np = compute.numpy
+    arrays = [_array_of(v, device) for v in operands]
+    kwargs = extra_kwargs or {}
+    if all(getattr(a, "dtype", compute_np) == compute_np for a in arrays) and \
+            not any(isinstance(a, _Number) and not hasattr(a, "dtype") and isinstance(a, complex)
+                    and not compute.is_complex for a in arrays):
+        def kernel():
+            ufunc(*arrays, out=out_array, casting="unsafe", **kwargs)
+    else:
+        def kernel():
+            ufunc(*[_cast(a, compute_np, xp) for a in arrays], out=out_array, casting="unsafe",
+                  **kwargs)
+    kernel.__name__ = op
+    _dispatch.launch(device, kernel)
+    return out_tensor
+
+
+def _to_float(promoted: _dtype.dtype) -> _dtype.dtype:
+    if promoted.is_floating_point or promoted.is_complex:
+        return promoted
+    return _dtype.get_default_dtype()
+
+
+_BINARY = {
+    "add": "add", "sub": "subtract", "mul": "multiply", "floor_divide": "floor_divide",
+    "remainder": "remainder", "pow": "power", "maximum": "maximum", "minimum": "minimum",
+    "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
+    "atan2": "arctan2",
+}
+_COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+            "gt": "greater", "ge": "greater_equal", "logical_and": "logical_and",
+            "logical_or": "logical_or", "logical_xor": "logical_xor"}
+
+
+def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
+    if op in _COMPARE:
+        return elementwise(op, _COMPARE[op], [a, b], out=out, result=_dtype.bool)
+    if op == "div":
+        return elementwise(op, "true_divide", [a, b], out=out, compute=_to_float)
+    if op == "sub" and _dtype.result_type(a, b) is _dtype.bool:
+        raise TypeError("sub: subtracting two bool tensors is not supported (as in PyTorch); "
+                        "use logical_xor() or cast to an integer dtype")
+    if op == "atan2":
+        return elementwise(op, "arctan2", [a, b], out=out, compute=_to_float)
+    return elementwise(op, _BINARY[op], [a, b], out=out)
+
+
+# unary ops: name -> (ufunc, promotes integers to float)
+_UNARY = {
+    "neg": ("negative", False), "abs": ("absolute", False), "sign": ("sign", False),
+    "square": ("square", False), "floor": ("floor", False), "ceil": ("ceil", False),
+    "round": ("rint", False), "trunc": ("trunc", False), "logical_not": ("logical_not", False),
+    "bitwise_not": ("invert", False),
+    "exp": ("exp", True), "exp2": ("exp2", True), "expm1": ("expm1", True), "log": ("log", True),
+    "log2": ("log2", True), "log10": ("log10", True), "log1p": ("log1p", True),
+    "sqrt": ("sqrt", True), "sin": ("sin", True), "cos": ("cos", True), "tan": ("tan", True),
+    "asin": ("arcsin", True), "acos": ("arccos", True), "atan": ("arctan", True),
+    "sinh": ("sinh", True), "cosh": ("cosh", True), "tanh": ("tanh", True),
+    "reciprocal": ("reciprocal", True),
+}
+
+
+def unary(op: str, a, out: Tensor | None = None) -> Tensor:
+    ufunc_name, to_float = _UNARY[op]
+    if op == "logical_not":
+        return elementwise(op, ufunc_name, [a], out=out, result=_dtype.bool)
+    if op in ("neg",) and isinstance(a, Tensor) and a.dtype is _dtype.bool:
+        raise TypeError("neg: negation of a bool tensor is not supported; use logical_not()")
+    if op in ("floor", "ceil", "round", "trunc") and isinstance(a, Tensor) and \
+            not a.dtype.is_floating_point:
+        return a.clone() if out is None else out.copy_(a)
+    if op == "reciprocal":
+        return binary("div", 1, a, out=out)
+    return elementwise(op, ufunc_name, [a], out=out, compute=_to_float if to_float else None)
+
+
+def fill_(tensor: Tensor, value) -> Tensor:
+    """Set every element (``value``: a Python number or a one-element tensor)."""
+    tensor._check_guard()
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise RuntimeError(f"fill_ takes a one-element tensor, got shape {value.shape}")
+        from . import _transfer
+
+        return _transfer.copy_(tensor, value.reshape(()))
+    _check_operand(value, "fill_")
+    data = tensor._data
+    scalar = tensor.dtype.numpy.type(value) if not isinstance(value, complex) or \
+        tensor.dtype.is_complex else tensor.dtype.numpy.type(value.real)
+
+    def kernel():
+        data.fill(scalar)
+    kernel.__name__ = "fill"
+    _dispatch.launch(tensor.device, kernel)
+    return tensor

@@ -1,0 +1,202 @@
+"""Random number generators: one counter-based Philox4x32-10 generator per device.
+
+Each generator keeps its state — ``[seed, offset]`` as two uint64 — in the memory of its own
+device, and every random op is a kernel that reads the state when it runs and advances the
+offset (``tensorplay._philox`` defines the counter layout). That is where the Philox offset lives
+during replay: a graph holding a random op draws fresh numbers on every replay and on every
+iteration of a while body, and after ``manual_seed(s)``, k replays give what k eager runs give.
+The same seed, shape and dtype give the same integers and uniforms on every backend.
+
+.. warning:: Random ops issued on two streams at once share the device's generator without
+   ordering between them; order the streams (events) when reproducibility matters.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import numpy as np
+
+from . import _device, _dispatch, _dtype, _philox
+from ._tensor import Tensor
+
+__all__ = ["manual_seed", "initial_seed", "seed", "rand", "randn", "randint", "normal"]
+
+DEFAULT_SEED = 67280421310721
+_STATE_BYTES = 16
+_lock = threading.Lock()
+
+
+def normalize_seed(value) -> int:
+    """A seed as an unsigned 64-bit int (negative seeds wrap, as in PyTorch)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise TypeError(f"seed must be an int, got {type(value).__name__} {value!r}")
+    value = int(value)
+    if not -(1 << 63) <= value < (1 << 64):
+        raise ValueError(f"seed must be in [-2**63, 2**64), got {value}")
+    return value % (1 << 64)
+
+
+class Generator:
+    """The Philox generator of one device; its state tensor lives on that device."""
+
+    def __init__(self, device: _device.device):
+        self.device = device
+        self.initial_seed = DEFAULT_SEED
+        self._state: Tensor | None = None
+
+    def state(self) -> Tensor:
+        """The ``[seed, offset]`` uint64 tensor on the device, created on first use.
+
+        Creating it copies from the host, so the first use must not be inside a capture that
+        forbids that; ``Graph.capture_begin`` creates it beforehand.
+        """
+        if self._state is None:
+            with _lock:
+                if self._state is None:
+                    from ._creation import tensor
+
+                    self._state = tensor([self.initial_seed, 0], dtype=_dtype.uint64,
+                                         device=self.device)
+        return self._state
+
+    def manual_seed(self, value) -> None:
+        seed_value = normalize_seed(value)
+        self.initial_seed = seed_value
+        self.state().copy_(Tensor._make(np.array([seed_value, 0], dtype=np.uint64),
+                                        _device.CPU, _dtype.uint64))
+
+    def get_state(self) -> Tensor:
+        """A cpu uint8 tensor of 16 bytes: seed then offset, little-endian (waits for the
+        device)."""
+        data = np.ascontiguousarray(self.state()._host_copy("get_rng_state()")).astype("<u8")
+        return Tensor._make(data.view(np.uint8).copy(), _device.CPU, _dtype.uint8)
+
+    def set_state(self, new_state) -> None:
+        if not isinstance(new_state, Tensor):
+            raise TypeError(f"set_rng_state() takes a uint8 Tensor from get_rng_state(), got "
+                            f"{type(new_state).__name__}")
+        if new_state.dtype is not _dtype.uint8 or new_state.numel() != _STATE_BYTES:
+            raise ValueError(f"set_rng_state() takes the uint8 tensor of {_STATE_BYTES} bytes "
+                             f"that get_rng_state() returns, got {new_state.dtype.name} of "
+                             f"shape {new_state.shape}")
+        raw = np.ascontiguousarray(new_state.cpu().numpy()).reshape(-1).view("<u8")
+        self.initial_seed = int(raw[0])
+        self.state().copy_(Tensor._make(raw.astype(np.uint64), _device.CPU, _dtype.uint64))
+
+
+_generators: dict[_device.device, Generator] = {}
+
+
+def generator_for(device: _device.device) -> Generator:
+    generator = _generators.get(device)
+    if generator is None:
+        with _lock:
+            generator = _generators.setdefault(device, Generator(device))
+    return generator
+
+
+def _fill(out: Tensor, name: str, fill, *args) -> Tensor:
+    out._check_guard()
+    if not out.is_contiguous():
+        raise ValueError(f"{name}: the output must be contiguous, got strides {out.stride()}")
+    state = generator_for(out.device).state()._data
+    data = out._data
+
+    def kernel():
+        fill(state, data, *args)
+    _dispatch.launch(out.device, _dispatch.named(name, kernel, shape=out.shape,
+                                                 dtype=out.dtype.name))
+    return out
+
+
+def _float_dtype(dtype, name: str) -> _dtype.dtype:
+    dtype = _dtype.get_default_dtype() if dtype is None else _dtype.to_dtype(dtype)
+    if not dtype.is_floating_point:
+        raise TypeError(f"{name}: dtype must be a floating dtype, got {dtype.name}")
+    return dtype
+
+
+def uniform_(tensor: Tensor, low: float = 0.0, high: float = 1.0) -> Tensor:
+    """Fill with uniform numbers in ``[low, high)``."""
+    if not tensor.dtype.is_floating_point:
+        raise TypeError(f"uniform_: needs a floating tensor, got {tensor.dtype.name}")
+    if not low <= high:
+        raise ValueError(f"uniform_: expects low <= high, got low={low}, high={high}")
+    return _fill(tensor, "uniform", _philox.fill_uniform, low, high)
+
+
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+    """Fill with normal numbers of mean ``mean`` and standard deviation ``std``."""
+    if not tensor.dtype.is_floating_point:
+        raise TypeError(f"normal_: needs a floating tensor, got {tensor.dtype.name}")
+    if std < 0:
+        raise ValueError(f"normal_: std must be >= 0, got {std}")
+    return _fill(tensor, "normal", _philox.fill_normal, mean, std)
+
+
+def random_(tensor: Tensor, low: int, high: int) -> Tensor:
+    """Fill with integers uniform in ``[low, high)``."""
+    if high <= low:
+        raise ValueError(f"random_: expects low < high, got low={low}, high={high}")
+    return _fill(tensor, "randint", _philox.fill_randint, low, high)
+
+
+def rand(*size, dtype=None, device=None) -> Tensor:
+    """Uniform numbers in ``[0, 1)``."""
+    from ._creation import empty
+
+    return uniform_(empty(*size, dtype=_float_dtype(dtype, "rand"), device=device))
+
+
+def randn(*size, dtype=None, device=None) -> Tensor:
+    """Standard normal numbers."""
+    from ._creation import empty
+
+    return normal_(empty(*size, dtype=_float_dtype(dtype, "randn"), device=device))
+
+
+def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
+    """Integers uniform in ``[low, high)`` (``randint(high, size)`` starts at 0)."""
+    from ._creation import empty
+
+    if size is None:
+        if high is None or not isinstance(high, (tuple, list)):
+            raise TypeError("randint() needs a size, e.g. randint(0, 10, (3,))")
+        low, high, size = 0, low, high
+    elif high is None:
+        low, high = 0, low
+    dtype = _dtype.int64 if dtype is None else _dtype.to_dtype(dtype)
+    return random_(empty(*tuple(size), dtype=dtype, device=device), int(low), int(high))
+
+
+def normal(mean: float, std: float, size, dtype=None, device=None) -> Tensor:
+    """Normal numbers of the given ``size``."""
+    from ._creation import empty
+
+    return normal_(empty(*tuple(size), dtype=_float_dtype(dtype, "normal"), device=device),
+                   mean, std)
+
+
+def manual_seed(value) -> None:
+    """Seed the cpu generator and every accelerator device's generator (as torch.manual_seed)."""
+    from .backends import accelerator_backend
+
+    generator_for(_device.CPU).manual_seed(value)
+    backend = accelerator_backend()
+    if backend is not None:
+        for index in range(backend.device_count()):
+            generator_for(_device.device(backend.device_type, index)).manual_seed(value)
+
+
+def seed() -> int:
+    """Seed every generator with a fresh random seed; return it."""
+    value = int.from_bytes(os.urandom(8), "little")
+    manual_seed(value)
+    return value
+
+
+def initial_seed() -> int:
+    """The seed the cpu generator was last seeded with."""
+    return generator_for(_device.CPU).initial_seed

@@ -1,0 +1,255 @@
+"""The Tensor: a typed, strided view of memory on one device.
+
+A Tensor wraps one ``xp`` array (NumPy on ``cpu`` and ``sim``, CuPy on ``cuda``) and the device it
+lives on. Views (``view``, slicing, ``transpose`` ...) are new Tensors over the same memory, so
+writing through a view changes its base. Ops live in ``_ops.py`` and never import a backend: they
+ask ``_dispatch`` for memory and hand it kernels.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from . import _dispatch, _dtype
+from ._device import device as _device_cls
+
+__all__ = ["Tensor"]
+
+
+class Tensor:
+    """A multi-dimensional array on a device (``cpu`` or an accelerator).
+
+    Create tensors with ``tensorplay.tensor``, ``zeros``, ``arange`` ... rather than this class.
+    Semantics follow PyTorch: broadcasting, type promotion, in-place ``op_`` forms, views that
+    alias their base.
+
+    .. warning:: On an accelerator, ops run asynchronously in stream order. Reading a value on
+       the host (``item``, ``tolist``, ``cpu``) waits for this thread's current stream only.
+    """
+
+    __slots__ = ("_data", "_device", "_dtype", "_guard", "__weakref__")
+    __array_priority__ = 1000
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("create tensors with tensorplay.tensor(), zeros(), empty(), arange(), "
+                        "..., not Tensor()")
+
+    @classmethod
+    def _make(cls, data, device: _device_cls, dtype: _dtype.dtype | None = None) -> "Tensor":
+        tensor = object.__new__(cls)
+        tensor._data = data
+        tensor._device = device
+        tensor._dtype = dtype if dtype is not None else _dtype.from_numpy_dtype(data.dtype)
+        tensor._guard = None
+        return tensor
+
+    # -- attributes -------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, ...]:
+        self._check_guard()
+        return tuple(self._data.shape)
+
+    def size(self, dim: int | None = None):
+        """The shape, or the size of one dimension."""
+        shape = self.shape
+        if dim is None:
+            return shape
+        return shape[_normalize_dim(dim, len(shape))]
+
+    @property
+    def dtype(self) -> _dtype.dtype:
+        return self._dtype
+
+    @property
+    def device(self) -> _device_cls:
+        return self._device
+
+    @property
+    def ndim(self) -> int:
+        return self._data.ndim
+
+    def dim(self) -> int:
+        return self._data.ndim
+
+    def numel(self) -> int:
+        return int(self._data.size)
+
+    def element_size(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._data.size) * self._dtype.itemsize
+
+    def stride(self, dim: int | None = None):
+        """Strides in elements, as PyTorch reports them."""
+        itemsize = self._dtype.itemsize
+        strides = tuple(s // itemsize for s in self._data.strides)
+        if dim is None:
+            return strides
+        return strides[_normalize_dim(dim, len(strides))]
+
+    def is_contiguous(self) -> bool:
+        expected = _dispatch.c_strides(self._data.shape, self._dtype.itemsize)
+        return all(size <= 1 or stride == want for size, stride, want in
+                   zip(self._data.shape, self._data.strides, expected))
+
+    @property
+    def is_cuda(self) -> bool:
+        return self._device.type == "cuda"
+
+    @property
+    def is_floating_point(self):
+        return self._dtype.is_floating_point
+
+    def data_ptr(self) -> int:
+        """Address of the first element in the device's address space."""
+        if self._device.type == "cpu":
+            return int(self._data.ctypes.data)
+        return _dispatch.backend_of(self._device).array_ptr(self._data)
+
+    def __len__(self) -> int:
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    # -- guard for graph outputs (see compiler) -----------------------------------------------
+    def _check_guard(self) -> None:
+        guard = self._guard
+        if guard is not None:
+            guard(self)
+
+    # -- host access ------------------------------------------------------------------------
+    def _host_copy(self, call: str) -> np.ndarray:
+        """A NumPy copy of the data, waiting for the current stream (capture-checked)."""
+        self._check_guard()
+        if self._device.type == "cpu":
+            return self._data
+        from .accelerator import _state
+
+        native = _state.current_native_stream(self._device.index)
+        _state.check_capture_safe(call, native)
+        return _dispatch.backend_of(self._device).to_host(native, self._data)
+
+    def item(self):
+        """The value of a one-element tensor as a Python number (waits for the device)."""
+        if self.numel() != 1:
+            raise RuntimeError(f"item() needs a tensor with one element, got shape "
+                               f"{self.shape} ({self.numel()} elements)")
+        return self._host_copy("Tensor.item()").reshape(-1)[0].item()
+
+    def tolist(self):
+        """The data as (nested) Python lists (waits for the device)."""
+        return self._host_copy("Tensor.tolist()").tolist()
+
+    def numpy(self) -> np.ndarray:
+        """The NumPy array sharing this cpu tensor's memory.
+
+        Raises:
+            TypeError: for a tensor on an accelerator; copy it first with ``.cpu()``.
+        """
+        if self._device.type != "cpu":
+            raise TypeError(f"can't convert a {self._device} tensor to numpy: numpy() needs "
+                            f"host memory; use tensor.cpu().numpy() to copy it to the host first")
+        self._check_guard()
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        array = self._host_copy("Tensor.__array__()")
+        return array if dtype is None else array.astype(dtype)
+
+    def cpu(self) -> "Tensor":
+        """This tensor on the host (itself if already there)."""
+        return self.to("cpu")
+
+    def to(self, *args, **kwargs) -> "Tensor":
+        """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)``; returns
+        ``self`` when nothing changes, unless ``copy=True``."""
+        from . import _transfer
+
+        return _transfer.to(self, *args, **kwargs)
+
+    def cuda(self, device=None) -> "Tensor":
+        return self.to("cuda" if device is None else device)
+
+    def clone(self) -> "Tensor":
+        """A contiguous copy on the same device."""
+        from . import _transfer
+
+        return _transfer.clone(self)
+
+    def contiguous(self) -> "Tensor":
+        return self if self.is_contiguous() else self.clone()
+
+    def copy_(self, src, non_blocking: bool = False) -> "Tensor":
+        """Copy ``src`` into this tensor, broadcasting and casting; ``src`` may be on another
+        device (a copy from or to the host waits for the device)."""
+        from . import _transfer
+
+        return _transfer.copy_(self, src)
+
+    def fill_(self, value) -> "Tensor":
+        from . import _ops
+
+        return _ops.fill_(self, value)
+
+    def zero_(self) -> "Tensor":
+        return self.fill_(0)
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"tensorplay.{self._dtype.name}"
+        return self.to(_dtype.to_dtype(dtype))
+
+    def __repr__(self) -> str:
+        from . import _repr
+
+        return _repr.tensor_repr(self)
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is "
+                               f"ambiguous; use .any() or .all()")
+        return builtins.bool(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __complex__(self) -> complex:
+        return complex(self.item())
+
+    def __index__(self) -> int:
+        if self._dtype.is_floating_point or self._dtype.is_complex or self.numel() != 1:
+            raise TypeError("only one-element integer tensors can be used as an index")
+        return int(self.item())
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    # -- DLPack ---------------------------------------------------------------------------------
+    def __dlpack__(self, *args, **kwargs):
+        self._check_guard()
+        if self._device.type == "sim":
+            raise TypeError("DLPack export of sim tensors is not supported: simulated device "
+                            "memory is not visible to other libraries; use tensor.cpu() first")
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        if self._device.type == "sim":
+            raise TypeError("DLPack export of sim tensors is not supported; use tensor.cpu()")
+        return self._data.__dlpack_device__()
+
+
+def _normalize_dim(dim: int, ndim: int) -> int:
+    if isinstance(dim, builtins.bool) or not isinstance(dim, (int, np.integer)):
+        raise TypeError(f"dim must be an int, got {type(dim).__name__}")
+    limit = max(ndim, 1)
+    if not -limit <= dim < limit:
+        raise IndexError(f"dimension {dim} is out of range for a tensor with {ndim} "
+                         f"dimension(s) (valid: {-limit} to {limit - 1})")
+    return dim % limit

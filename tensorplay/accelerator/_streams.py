@@ -1,0 +1,190 @@
+"""Public streams and events: ``tensorplay.Stream`` and ``tensorplay.Event``.
+
+Work on one stream runs in order; work on different streams is unordered unless an event orders
+it (``b.wait_stream(a)`` or ``e = a.record_event(); b.wait_event(e)``). Every device has a
+default stream, current until ``with stream:`` or ``set_stream`` makes another current in this
+thread. Capture needs a non-default stream; ``with Graph():`` provides one.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from .. import _device
+from ..backends import require_accelerator
+from . import _state
+
+__all__ = ["Stream", "Event"]
+
+_defaults: dict[int, "Stream"] = {}
+_defaults_lock = threading.Lock()
+
+
+def default_stream(index: int) -> "Stream":
+    """The public default Stream of device ``index`` (one object per device)."""
+    stream = _defaults.get(index)
+    if stream is None:
+        with _defaults_lock:
+            stream = _defaults.get(index)
+            if stream is None:
+                backend = require_accelerator()
+                stream = Stream._wrap(backend.default_stream(index), index)
+                _defaults[index] = stream
+    return stream
+
+
+class Stream:
+    """An ordered queue of work on one accelerator device.
+
+    Args:
+        device: the device (any spelling; None = the current device).
+        priority: lower numbers are higher priority where the backend supports priorities.
+
+    ``with stream:`` makes it current on its device for this thread and restores the previous
+    stream on exit. Libraries that speak the ``__cuda_stream__`` protocol can run on it.
+    """
+
+    def __init__(self, device=None, priority: int = 0):
+        backend = require_accelerator()
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise TypeError(f"Stream priority must be an int, got {priority!r}")
+        self.device_index = _device.resolve_accelerator_index(device)
+        self.priority = priority
+        self._native = backend.create_stream(self.device_index, priority)
+        self._previous: list = []
+
+    @classmethod
+    def _wrap(cls, native, index: int) -> "Stream":
+        stream = cls.__new__(cls)
+        stream.device_index = index
+        stream.priority = 0
+        stream._native = native
+        stream._previous = []
+        return stream
+
+    @property
+    def device(self):
+        return _device.device(require_accelerator().device_type, self.device_index)
+
+    def query(self) -> bool:
+        """Whether all work queued on this stream has completed."""
+        return require_accelerator().stream_query(self._native)
+
+    def synchronize(self) -> None:
+        """Wait for all work queued on this stream.
+
+        Raises:
+            RuntimeError: during a capture that forbids waiting (Note [capture-unsafe calls]).
+        """
+        _state.check_capture_safe("Stream.synchronize()", self._native)
+        require_accelerator().stream_synchronize(self._native)
+
+    def record_event(self, event: "Event | None" = None) -> "Event":
+        """Record ``event`` (a new one if None) at the current end of this stream; return it."""
+        event = Event() if event is None else event
+        event.record(self)
+        return event
+
+    def wait_event(self, event: "Event") -> None:
+        """Make work queued later on this stream wait for ``event``."""
+        if not isinstance(event, Event):
+            raise TypeError(f"wait_event() takes an Event, got {type(event).__name__}")
+        event.wait(self)
+
+    def wait_stream(self, stream: "Stream") -> None:
+        """Make work queued later on this stream wait for everything queued on ``stream``."""
+        if not isinstance(stream, Stream):
+            raise TypeError(f"wait_stream() takes a Stream, got {type(stream).__name__}")
+        self.wait_event(stream.record_event())
+
+    def __enter__(self) -> "Stream":
+        self._previous.append(_state.current_stream(self.device_index))
+        _state.set_current_stream(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _state.set_current_stream(self._previous.pop())
+
+    @property
+    def __cuda_stream__(self):
+        ptr = getattr(self._native, "ptr", None)
+        if ptr is None:
+            raise AttributeError("__cuda_stream__ exists only for CUDA streams")
+        return (0, ptr)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, Stream) and other._native is self._native
+
+    def __hash__(self) -> int:
+        return id(self._native)
+
+    def __repr__(self) -> str:
+        kind = "default " if getattr(self._native, "is_default", False) else ""
+        return f"<tensorplay.Stream {kind}on {self.device}>"
+
+
+class Event:
+    """A marker in a stream's work, for ordering streams and timing.
+
+    Args:
+        enable_timing: record timestamps so that :meth:`elapsed_time` works.
+
+    The native event is created on the device of the first stream it is recorded on.
+    """
+
+    def __init__(self, enable_timing: bool = False):
+        self.enable_timing = bool(enable_timing)
+        self._native = None
+        self.device_index: int | None = None
+
+    def _ensure(self, index: int):
+        if self._native is None:
+            self._native = require_accelerator().create_event(index, self.enable_timing)
+            self.device_index = index
+        elif index != self.device_index:
+            raise ValueError(f"Event was first recorded on device {self.device_index} and cannot "
+                             f"be recorded on device {index}")
+        return self._native
+
+    def record(self, stream: Stream | None = None) -> None:
+        """Mark the current end of ``stream`` (the current stream if None)."""
+        stream = _state.current_stream(_state.current_device_index()) if stream is None else stream
+        require_accelerator().event_record(self._ensure(stream.device_index), stream._native)
+
+    def wait(self, stream: Stream | None = None) -> None:
+        """Make later work on ``stream`` (current if None) wait for this event. A never-recorded
+        event is already complete, as in CUDA."""
+        stream = _state.current_stream(_state.current_device_index()) if stream is None else stream
+        if self._native is None:
+            return
+        require_accelerator().stream_wait_event(stream._native, self._native)
+
+    def query(self) -> bool:
+        """Whether the work before the recorded position has completed."""
+        if self._native is None:
+            return True
+        return require_accelerator().event_query(self._native)
+
+    def synchronize(self) -> None:
+        """Wait for the work before the recorded position.
+
+        Raises:
+            RuntimeError: during a capture that forbids waiting (Note [capture-unsafe calls]).
+        """
+        _state.check_capture_safe("Event.synchronize()")
+        if self._native is not None:
+            require_accelerator().event_synchronize(self._native)
+
+    def elapsed_time(self, end_event: "Event") -> float:
+        """Milliseconds from this event to ``end_event``; both need ``enable_timing=True`` and
+        must have been recorded and completed."""
+        if not (self.enable_timing and end_event.enable_timing):
+            raise RuntimeError("elapsed_time() needs both events created with "
+                               "enable_timing=True")
+        if self._native is None or end_event._native is None:
+            raise RuntimeError("elapsed_time() needs both events to have been recorded")
+        return require_accelerator().event_elapsed_ms(self._native, end_event._native)
+
+    def __repr__(self) -> str:
+        where = "unrecorded" if self._native is None else f"device {self.device_index}"
+        return f"<tensorplay.Event {where}>"

@@ -1,0 +1,92 @@
+"""Device-agnostic random-number helpers for the current accelerator.
+
+Seeds and generator states are read and written through the active accelerator backend.
+``device`` accepts a device object, a spelling such as ``"cuda:1"``, an integer index, or None
+for the current device.
+
+Each device has one counter-based Philox4x32-10 generator whose state lives on the device (see
+``tensorplay/_random.py``): random ops inside a graph draw fresh numbers on every replay and on
+every iteration of a while body, and after ``manual_seed(s)`` k replays give exactly what k eager
+runs of the captured code give. The same seed, shape and dtype give the same integers and
+uniforms on cpu, sim and cuda.
+
+.. warning:: ``get_rng_state`` and ``manual_seed`` copy between host and device, so they are
+   capture-unsafe calls (see ``Graph``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from .. import _device, _random
+from ..backends import require_accelerator
+
+__all__ = ["get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all",
+           "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed"]
+
+
+def _generator(device) -> "_random.Generator":
+    index = _device.resolve_accelerator_index(device)
+    return _random.generator_for(_device.device(require_accelerator().device_type, index))
+
+
+def _all_generators():
+    backend = require_accelerator()
+    return [_random.generator_for(_device.device(backend.device_type, i))
+            for i in range(backend.device_count())]
+
+
+def get_rng_state(device=None):
+    """The generator state of ``device`` as a cpu uint8 tensor (16 bytes: seed, offset)."""
+    return _generator(device).get_state()
+
+
+def get_rng_state_all() -> list:
+    """The states of every device's generator, in device order."""
+    return [g.get_state() for g in _all_generators()]
+
+
+def set_rng_state(new_state, device=None) -> None:
+    """Restore a state that :func:`get_rng_state` returned."""
+    _generator(device).set_state(new_state)
+
+
+def set_rng_state_all(new_states) -> None:
+    """Restore every device's state from a sequence, in device order."""
+    generators = _all_generators()
+    new_states = list(new_states)
+    if len(new_states) != len(generators):
+        raise ValueError(f"set_rng_state_all() needs {len(generators)} states (one per device), "
+                         f"got {len(new_states)}")
+    for generator, state in zip(generators, new_states):
+        generator.set_state(state)
+
+
+def manual_seed(seed) -> None:
+    """Seed the generator of the current device."""
+    _generator(None).manual_seed(seed)
+
+
+def manual_seed_all(seed) -> None:
+    """Seed the generator of every device."""
+    for generator in _all_generators():
+        generator.manual_seed(seed)
+
+
+def seed() -> int:
+    """Seed the current device's generator with a fresh random seed; return it."""
+    value = int.from_bytes(os.urandom(8), "little")
+    manual_seed(value)
+    return value
+
+
+def seed_all() -> int:
+    """Seed every device's generator with one fresh random seed; return it."""
+    value = int.from_bytes(os.urandom(8), "little")
+    manual_seed_all(value)
+    return value
+
+
+def initial_seed(device=None) -> int:
+    """The seed the current device's generator was last seeded with."""
+    return _generator(device).initial_seed

@@ -1,0 +1,53 @@
+"""``tensorplay.compile``: run a function through a compiler backend.
+
+Backends:
+
+- ``"cudagraphs"`` (default): :mod:`tensorplay.compiler.backends.cudagraphs` captures the function
+  into a :class:`~tensorplay.accelerator.Graph` once per input signature and replays it through
+  ``Graph.stage_and_launch``.
+- ``"eager"``: the plain call, for comparison and debugging.
+
+Usable as ``@tp.compile``, ``@tp.compile(backend="eager")`` or ``tp.compile(fn, backend=...)``.
+"""
+
+from __future__ import annotations
+
+import functools
+
+__all__ = ["compile", "BACKENDS"]
+
+BACKENDS = ("cudagraphs", "eager")
+
+
+def compile(fn=None, *, backend: str = "cudagraphs", cache_size: int = 8):
+    """Compile ``fn`` with ``backend``.
+
+    Args:
+        fn: the function (tensors and plain values in, tensors or containers of them out).
+        backend: "cudagraphs" or "eager".
+        cache_size: for "cudagraphs", how many input signatures keep a captured graph; the
+            least recently used is evicted (its graph reset) beyond that.
+
+    Returns:
+        A callable with ``fn``'s signature (or a decorator when ``fn`` is omitted).
+
+    Raises:
+        ValueError: an unknown backend or a cache_size below 1.
+    """
+    if backend not in BACKENDS:
+        raise ValueError(f"unknown compile backend {backend!r}; valid backends: "
+                         f"{', '.join(map(repr, BACKENDS))}")
+    if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
+        raise ValueError(f"cache_size must be an int >= 1, got {cache_size!r}")
+    if fn is None:
+        return functools.partial(compile, backend=backend, cache_size=cache_size)
+    if not callable(fn):
+        raise TypeError(f"compile() takes a callable, got {type(fn).__name__}")
+    if backend == "eager":
+        @functools.wraps(fn)
+        def eager(*args, **kwargs):
+            return fn(*args, **kwargs)
+        return eager
+    from .backends.cudagraphs import CudaGraphsFunction
+
+    return functools.wraps(fn)(CudaGraphsFunction(fn, cache_size))

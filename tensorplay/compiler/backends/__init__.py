@@ -1,0 +1,1 @@
+"""Compile backends: ``cudagraphs`` (capture and replay); ``eager`` is the plain call."""

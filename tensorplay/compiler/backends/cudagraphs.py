@@ -1,0 +1,180 @@
+"""The ``cudagraphs`` compile backend: capture once per input signature, then stage and replay.
+
+For each new signature — the shapes, dtypes and devices of the tensor arguments and the values of
+the others — the first call runs the function eagerly (the warm-up, whose result it returns),
+then captures it into a :class:`~tensorplay.accelerator.Graph` over static copies of the inputs.
+Later calls with that signature copy the fresh inputs onto the static ones and replay, all in one
+``Graph.stage_and_launch``. Every graph of one compiled function shares one memory pool.
+
+What cannot be captured runs eagerly, with one line on the ``tensorplay.compiler`` logger giving
+the reason: host tensors, tensors on more than one device, no accelerator, or a capture-unsafe
+call during capture (such as ``.item()``).
+
+.. warning:: Outputs are the graph's static buffers. The next call overwrites them, and using an
+   output of an earlier call afterwards raises ``RuntimeError``: ``clone()`` what you keep.
+   Views taken of an output are not guarded. In-place changes the function makes to its inputs
+   happen to the static copies, not to the caller's tensors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+
+from ..._tensor import Tensor
+
+log = logging.getLogger("tensorplay.compiler")
+
+_LEAF = object()
+
+
+def _flatten(value, tensors: list, spec_out: list):
+    """Flatten nested tuples/lists/dicts; tensors go to ``tensors``, the structure to a spec."""
+    if isinstance(value, Tensor):
+        tensors.append(value)
+        return ("T", value.shape, value.dtype, value.device)
+    if isinstance(value, (tuple, list)):
+        return (type(value).__name__, tuple(_flatten(v, tensors, spec_out) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple((k, _flatten(v, tensors, spec_out)) for k, v in value.items()))
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"compiled functions take tensors and hashable values; got an "
+                        f"unhashable {type(value).__name__}") from None
+    return ("V", type(value), value)
+
+
+def _rebuild(spec, tensors):
+    kind = spec[0]
+    if kind == "T":
+        return next(tensors)
+    if kind in ("tuple", "list"):
+        items = [_rebuild(s, tensors) for s in spec[1]]
+        return tuple(items) if kind == "tuple" else items
+    if kind == "dict":
+        return {k: _rebuild(s, tensors) for k, s in spec[1]}
+    return spec[2]
+
+
+class _Entry:
+    """One captured signature: its graph, static inputs and outputs, and the output structure."""
+
+    __slots__ = ("graph", "static_inputs", "static_outputs", "output_spec", "generation")
+
+    def __init__(self, graph, static_inputs, static_outputs, output_spec):
+        self.graph = graph
+        self.static_inputs = static_inputs
+        self.static_outputs = static_outputs
+        self.output_spec = output_spec
+        self.generation = 0
+
+
+def _output_guard(entry: _Entry, generation: int, call_number: int):
+    def guard(tensor):
+        if entry.generation != generation:
+            raise RuntimeError(
+                f"this output of compiled call #{call_number} was overwritten by a later call "
+                f"of the same compiled function (its graph reuses the output memory); "
+                f"clone() outputs you want to keep across calls")
+    return guard
+
+
+class CudaGraphsFunction:
+    """A function compiled with the cudagraphs backend (see the module docstring)."""
+
+    def __init__(self, fn, cache_size: int):
+        self._fn = fn
+        self._cache_size = cache_size
+        self._entries: OrderedDict = OrderedDict()
+        self._eager: dict = {}
+        self._pool = None
+        self._calls = 0
+
+    # -- introspection for tests and users --------------------------------------------------
+    @property
+    def cache_info(self) -> dict:
+        """``{"graphs": n, "eager": m, "calls": k}``: captured and eager signatures."""
+        return {"graphs": len(self._entries), "eager": len(self._eager), "calls": self._calls}
+
+    def __call__(self, *args, **kwargs):
+        self._calls += 1
+        tensors: list = []
+        signature = (_flatten(args, tensors, []), _flatten(kwargs, tensors, []))
+        entry = self._entries.get(signature)
+        if entry is not None:
+            self._entries.move_to_end(signature)
+            return self._replay(entry, tensors)
+        if signature in self._eager:
+            return self._fn(*args, **kwargs)
+        reason = self._uncapturable_reason(tensors)
+        if reason is not None:
+            return self._run_eagerly(signature, reason, args, kwargs)
+        result = self._fn(*args, **kwargs)  # warm-up: also this call's result
+        try:
+            entry = self._capture(signature, args, kwargs, tensors)
+        except RuntimeError as error:
+            self._eager[signature] = str(error)
+            log.warning("tensorplay.compile(%s): running eagerly for this signature: the "
+                        "capture failed: %s", self._name, error)
+            return result
+        self._entries[signature] = entry
+        if len(self._entries) > self._cache_size:
+            _, evicted = self._entries.popitem(last=False)
+            evicted.graph.reset()
+        return result
+
+    @property
+    def _name(self) -> str:
+        return getattr(self._fn, "__qualname__", repr(self._fn))
+
+    def _run_eagerly(self, signature, reason: str, args, kwargs):
+        self._eager[signature] = reason
+        log.warning("tensorplay.compile(%s): running eagerly for this signature: %s",
+                    self._name, reason)
+        return self._fn(*args, **kwargs)
+
+    @staticmethod
+    def _uncapturable_reason(tensors) -> str | None:
+        from ...backends import accelerator_backend
+
+        if accelerator_backend() is None:
+            return "no accelerator was built (host-only), so there is nothing to capture on"
+        devices = {t.device for t in tensors}
+        if not tensors:
+            return "it takes no tensor arguments, so no device to capture on"
+        if any(d.type == "cpu" for d in devices):
+            return "it takes host (cpu) tensors, and graphs run on an accelerator"
+        if len(devices) > 1:
+            names = ", ".join(sorted(str(d) for d in devices))
+            return f"its tensors are on more than one device ({names})"
+        return None
+
+    def _capture(self, signature, args, kwargs, tensors) -> _Entry:
+        from ... import accelerator
+
+        device = tensors[0].device
+        if self._pool is None:
+            self._pool = accelerator.graph_pool_handle()
+        with accelerator.device_index(device.index):
+            static_inputs = [t.clone() for t in tensors]
+            static_iter = iter(static_inputs)
+            static_args = _rebuild(signature[0], static_iter)
+            static_kwargs = _rebuild(signature[1], static_iter)
+            graph = accelerator.Graph(pool=self._pool)
+            with graph:
+                outputs = self._fn(*static_args, **static_kwargs)
+            out_tensors: list = []
+            output_spec = _flatten(outputs, out_tensors, [])
+        return _Entry(graph, static_inputs, out_tensors, output_spec)
+
+    def _replay(self, entry: _Entry, tensors):
+        entry.graph.stage_and_launch(entry.static_inputs, tensors)
+        entry.generation += 1
+        guard = _output_guard(entry, entry.generation, self._calls)
+        fresh = []
+        for static in entry.static_outputs:
+            view = Tensor._make(static._data, static._device, static._dtype)
+            view._guard = guard
+            fresh.append(view)
+        return _rebuild(entry.output_spec, iter(fresh))

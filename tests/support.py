@@ -1,0 +1,38 @@
+"""Helpers shared by the conformance suite: devices under test and capability-based skips.
+
+Tests use only the public API. ``DEVICES`` is ``cpu`` plus device 0 of the accelerator this
+process selected (``TENSORPLAY_ACCELERATOR``); skips are by capability, never by backend name.
+"""
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+
+ACCELERATOR = tp.accelerator.current_accelerator()
+DEVICE_COUNT = tp.accelerator.device_count()
+DEVICES = ["cpu"] + ([f"{ACCELERATOR.type}:0"] if ACCELERATOR is not None and DEVICE_COUNT else [])
+
+requires_accelerator = pytest.mark.skipif(
+    not tp.accelerator.is_available(),
+    reason="needs an accelerator (run with TENSORPLAY_ACCELERATOR=sim, or on a GPU)")
+
+
+def requires_devices(count: int):
+    return pytest.mark.skipif(DEVICE_COUNT < count,
+                              reason=f"needs {count} accelerator devices, this build has "
+                                     f"{DEVICE_COUNT}")
+
+
+def accelerator_device(index: int = 0) -> str:
+    return f"{ACCELERATOR.type}:{index}"
+
+
+def supports(device: str, dtype) -> bool:
+    if device == "cpu":
+        return True
+    return dtype in tp.accelerator.get_device_capability(device)["supported_dtypes"]
+
+
+def to_numpy(tensor) -> np.ndarray:
+    return tensor.cpu().numpy()

@@ -117,12 +117,13 @@ def check_capture_safe(call: str, native_stream=None) -> None:
         backend = accelerator_backend()
         where = f"{backend.device_type}:{first.device_index}"
         if native_stream is not None and first.native_stream is native_stream:
-            why = "it would wait on the capturing stream itself"
+            why = (f"it would wait on the capturing stream itself, which no mode allows "
+                   f"(capture_error_mode={first.mode!r})")
         elif first.thread_id == me:
             why = f"capture_error_mode={first.mode!r} forbids it in the capturing thread"
         else:
-            why = (f"capture_error_mode='global' forbids it in every thread while another "
-                   f"thread captures")
+            why = (f"capture_error_mode={first.mode!r} forbids it in every thread while "
+                   f"another thread captures")
         raise RuntimeError(f"{call} waits for the device, which is not allowed during the graph "
                            f"capture on {where}: {why}; the capture is invalidated (capture_end() "
                            f"will raise). Move the call out of the captured region, or use "

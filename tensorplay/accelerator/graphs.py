@@ -430,7 +430,12 @@ class Graph:
                 if self._record is not None:
                     self._abandon()
             else:
-                self.capture_end()
+                try:
+                    self.capture_end()
+                except BaseException:
+                    if self._record is not None:
+                        self._abandon()
+                    raise
         finally:
             side.__exit__(None, None, None)
 

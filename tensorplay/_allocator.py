@@ -1,0 +1,755 @@
+"""The caching allocator: every byte of accelerator memory tensorplay uses goes through here.
+
+One implementation serves every accelerator backend (sim and cuda). It sits on the backend's raw
+memory calls (``malloc``, ``free``, ``mem_get_info``, ``synchronize_device``), which never cache,
+and mirrors PyTorch's CUDACachingAllocator where that is sensible.
+
+Contract
+--------
+- ``CachingAllocator(backend, index).malloc(nbytes, stream)`` returns an :class:`Allocation`; its
+  block comes back to the cache when the Allocation is garbage-collected or ``release()``\\ d.
+- Sizes round up to 512 bytes. Requests up to 1 MiB come from 2 MiB "small" segments; larger
+  ones from "large" segments: 20 MiB for requests under 10 MiB, else the request rounded up to
+  2 MiB. The best-fitting free block is taken and split when the rest is worth keeping
+  (>= 512 bytes small, > 1 MiB large); a freed block merges with its free neighbours.
+- The default pool reuses a block only on the stream it was allocated on, where stream order
+  makes reuse safe without events. Private (graph) pools do not segregate by stream.
+- ``memory_stats()`` uses PyTorch's key names; graph-pool memory counts like any other.
+- When the device is full, cached free segments are released and the malloc retried once; then
+  :class:`tensorplay.OutOfMemoryError`. Nothing already allocated is harmed.
+
+Pitfalls
+--------
+- Memory used on a second stream must be kept alive by the caller until that stream is done:
+  there is no ``record_stream``; a freed block may be handed out at once on its own stream.
+- A finalizer may run anywhere. A free arriving while this thread is already inside the
+  allocator, or while another thread holds it, is handed over and applied before the holder
+  leaves; finalizers never wait for the allocator's lock (a thread holding it may be waiting for
+  a backend lock the finalizing thread holds).
+- Releasing memory to the device first waits for it (``synchronize_device``), once per pass and
+  only when something is released. The OOM release is skipped, and dead-pool releases are
+  postponed, while a stream of the device is routed to a pool: a capture is under way and a
+  device sync would invalidate it. ``empty_cache()`` during a capture is the caller's unsafe call.
+- The release of a dead pool's last segment may run inside ``Allocation.__del__``, so backends
+  must accept ``synchronize_device`` and ``free`` from a finalizer.
+
+Note [graph pool lifetime]
+--------------------------
+Cited by ``accelerator/graphs.py`` and the backends.
+
+- Allocations during capture come from the graph's pool: ``Graph.capture_begin`` routes its
+  capture stream (and each conditional body stream) to the pool with
+  ``begin_allocate_to_pool``; a malloc on a routed stream takes only that pool's blocks and
+  segments. A pool's freed blocks go back to that pool only, and a segment belongs to one pool
+  for life, so eager code is never handed memory a replay writes into.
+- A pool lives while any graph references it: ``create_pool`` counts the creating graph,
+  ``retain_pool`` each graph sharing it (``Graph(pool=...)``), ``release_pool`` (``reset()`` or
+  destruction) drops one. A live pool's memory is never released, not even a fully free segment
+  on ``empty_cache()``: blocks that look free between replays are the graph's temporaries, which
+  every replay writes again.
+- After that (use_count 0) the pool is dead: its free segments are released at once, and the
+  rest only when no tensor uses them, as their last Allocation dies. So ``reset()`` of a graph
+  never frees memory a live tensor (a graph output) still uses.
+- Graphs sharing a pool may reuse each other's freed blocks (a later capture may place its
+  tensors in an earlier graph's temporaries), so they must replay in capture order.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import operator
+import sys
+import threading
+from typing import Any
+
+from ._errors import OutOfMemoryError
+
+__all__ = ["Allocation", "CachingAllocator", "device_allocator"]
+
+_MIN_BLOCK = 512                 # every size is a multiple of this
+_SMALL_REQUEST = 1 << 20         # requests up to this come from small segments
+_SMALL_SEGMENT = 2 << 20
+_MIN_LARGE_ALLOC = 10 << 20      # large requests under this share 20 MiB segments
+_LARGE_SEGMENT = 20 << 20
+_ROUND_LARGE = 2 << 20
+
+_STAT_NAMES = ("allocated_bytes", "reserved_bytes", "active_bytes", "inactive_split_bytes",
+               "requested_bytes", "allocation", "segment", "active", "inactive_split")
+_POOL_CLASSES = ("all", "small_pool", "large_pool")
+_COUNTERS = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
+             "num_device_free")
+
+_pool_numbers = itertools.count(1)
+_is_finalizing = sys.is_finalizing
+
+
+def _round_size(nbytes: int) -> int:
+    return max(_MIN_BLOCK, -(-nbytes // _MIN_BLOCK) * _MIN_BLOCK)
+
+
+def _segment_size(size: int) -> int:
+    if size <= _SMALL_REQUEST:
+        return _SMALL_SEGMENT
+    if size < _MIN_LARGE_ALLOC:
+        return _LARGE_SEGMENT
+    return -(-size // _ROUND_LARGE) * _ROUND_LARGE
+
+
+def _should_split(small: bool, rest_size: int) -> bool:
+    """Whether the rest of a block is worth a free block of its own (PyTorch's rule)."""
+    return rest_size >= _MIN_BLOCK if small else rest_size > _SMALL_REQUEST
+
+
+def _check_nbytes(nbytes: Any) -> int:
+    if isinstance(nbytes, bool):
+        raise TypeError(f"malloc: nbytes must be an int, got bool {nbytes!r}")
+    try:
+        value = operator.index(nbytes)
+    except TypeError:
+        raise TypeError(f"malloc: nbytes must be an int, got {type(nbytes).__name__} "
+                        f"{nbytes!r}") from None
+    if value < 0:
+        raise ValueError(f"malloc: nbytes must be >= 0, got {value}")
+    return value
+
+
+def _check_hashable(value: Any, what: str, call: str) -> None:
+    try:
+        hash(value)
+    except TypeError:
+        raise TypeError(f"{call}: {what} must be hashable, got {type(value).__name__} "
+                        f"{value!r}") from None
+
+
+class _Stat:
+    """One PyTorch-style statistic: current, peak and the accumulated ups and downs."""
+
+    __slots__ = ("current", "peak", "allocated", "freed")
+
+    def __init__(self):
+        self.current = self.peak = self.allocated = self.freed = 0
+
+    def update(self, delta: int) -> None:
+        if delta >= 0:
+            self.allocated += delta
+        else:
+            self.freed -= delta
+        self.current += delta
+        if self.current > self.peak:
+            self.peak = self.current
+
+
+class _Pool:
+    """The default pool (``pool_id`` None) or a private graph pool."""
+
+    __slots__ = ("pool_id", "use_count", "segments", "bins", "free_blocks")
+
+    def __init__(self, pool_id: Any):
+        self.pool_id = pool_id
+        self.use_count = 1
+        self.segments: dict[int, _Segment] = {}            # base address -> segment
+        self.bins: dict[tuple, list[tuple[int, int]]] = {}  # (stream key, small) -> [(size, ptr)]
+        self.free_blocks: dict[int, _Block] = {}           # ptr -> free block
+
+    @property
+    def is_live(self) -> bool:
+        return self.pool_id is None or self.use_count > 0
+
+
+class _Segment:
+    """One backend allocation; ``head`` starts its address-ordered list of blocks."""
+
+    __slots__ = ("ptr", "size", "pool", "is_small", "stream_key", "head")
+
+    def __init__(self, ptr: int, size: int, pool: _Pool, is_small: bool, stream_key: Any):
+        self.ptr, self.size, self.pool = ptr, size, pool
+        self.is_small, self.stream_key = is_small, stream_key
+        self.head: _Block | None = None
+
+    def is_free(self) -> bool:
+        return self.head.next is None and not self.head.allocated
+
+
+class _Block:
+    __slots__ = ("ptr", "size", "segment", "prev", "next", "allocated", "requested")
+
+    def __init__(self, ptr: int, size: int, segment: _Segment):
+        self.ptr, self.size, self.segment = ptr, size, segment
+        self.prev: _Block | None = None
+        self.next: _Block | None = None
+        self.allocated = False
+        self.requested = 0
+
+    def is_inactive_split(self) -> bool:
+        """Free and part of a split segment (PyTorch's ``inactive_split``)."""
+        return not self.allocated and (self.prev is not None or self.next is not None)
+
+
+def _join(first: _Block, second: _Block) -> None:
+    """Make ``first`` also cover ``second``, the block after it."""
+    first.size += second.size
+    first.next = second.next
+    if second.next is not None:
+        second.next.prev = first
+
+
+def _split_totals(blocks) -> tuple[int, int]:
+    """(count, bytes) of the inactive split blocks among ``blocks``."""
+    chosen = [block.size for block in blocks if block.is_inactive_split()]
+    return len(chosen), sum(chosen)
+
+
+class Allocation:
+    """A live device allocation: ``ptr``, ``nbytes`` (requested), ``size``, ``device_index``.
+
+    ``size`` is the block it occupies: ``nbytes`` rounded up to 512, or more when the rest of
+    the free block it came from was too small to split off. The block returns to the allocator
+    on :meth:`release` or when this object is garbage-collected. ``nbytes == 0`` gives ``ptr``
+    0 and no block.
+    """
+
+    __slots__ = ("ptr", "nbytes", "size", "device_index", "_allocator", "_cell", "__weakref__")
+
+    def __init__(self, ptr: int, nbytes: int, size: int, device_index: int,
+                 allocator: CachingAllocator | None, block: _Block | None):
+        self.ptr, self.nbytes, self.size, self.device_index = ptr, nbytes, size, device_index
+        self._allocator = allocator
+        # A one-element list: list.pop() takes the block exactly once, whichever thread or
+        # finalizer gets there first, without a lock.
+        self._cell = [] if block is None else [block]
+
+    @property
+    def is_live(self) -> bool:
+        """Whether the block is still held (False after release, and for nbytes == 0)."""
+        return bool(self._cell)
+
+    def release(self) -> None:
+        """Return the block to the allocator now. Idempotent; the address is invalid after.
+
+        .. note:: When another thread is inside the allocator, the block is handed to that
+           thread, which returns it before it leaves the allocator.
+        """
+        try:
+            block = self._cell.pop()
+        except IndexError:
+            return
+        self._allocator._release_block(block)
+
+    def __del__(self):
+        try:
+            self.release()
+        except Exception:
+            if _is_finalizing is None or _is_finalizing():
+                return   # interpreter shutdown: the backend may already be gone
+            raise        # reported by sys.unraisablehook
+
+    def __repr__(self) -> str:
+        state = "live" if self._cell else "released"
+        return (f"Allocation(ptr=0x{self.ptr:x}, nbytes={self.nbytes}, size={self.size}, "
+                f"device_index={self.device_index}, {state})")
+
+
+class _Held:
+    """``with allocator._held:`` holds the lock; leaving applies handed-over frees (and, for
+    ``_held_releasing``, releases dead pools' free segments)."""
+
+    __slots__ = ("allocator", "release_dead")
+
+    def __init__(self, allocator: CachingAllocator, release_dead: bool):
+        self.allocator, self.release_dead = allocator, release_dead
+
+    def __enter__(self) -> None:
+        self.allocator._enter()
+
+    def __exit__(self, *exc_info) -> None:
+        self.allocator._leave(self.release_dead)
+
+
+class CachingAllocator:
+    """The caching allocator of one device of ``backend`` (see the module docstring).
+
+    Args:
+        backend: has ``malloc(index, nbytes)``, ``free(index, ptr)``, ``mem_get_info(index)``
+            and ``synchronize_device(index)``; ``device_type`` names the device in errors.
+        device_index: the device this allocator serves.
+    """
+
+    def __init__(self, backend: Any, device_index: int):
+        if isinstance(device_index, bool) or not isinstance(device_index, int):
+            raise TypeError(f"CachingAllocator: device_index must be an int, got "
+                            f"{type(device_index).__name__} {device_index!r}")
+        self._backend = backend
+        self._index = device_index
+        self._device_name = f"{getattr(backend, 'device_type', 'device')}:{device_index}"
+        self._lock = threading.RLock()
+        self._depth = 0            # nesting of allocator calls on the lock-holding thread
+        self._handoffs: list[_Block] = []   # freed blocks waiting for the lock holder
+        self._default = _Pool(None)
+        self._pools: dict[Any, _Pool] = {}  # private pools, live or dead-with-memory
+        self._routes: dict[Any, list] = {}  # stream -> pool ids (last wins)
+        self._dead_dirty = False   # a dead pool may have a fully free segment to release
+        self._stats = {name: tuple(_Stat() for _ in _POOL_CLASSES) for name in _STAT_NAMES}
+        self._counters = dict.fromkeys(_COUNTERS, 0)
+        self._held = _Held(self, False)
+        self._held_releasing = _Held(self, True)
+
+    # -- entering and leaving -------------------------------------------------------------
+    def _enter(self) -> None:
+        self._lock.acquire()
+        self._depth += 1
+        if self._depth == 1 and self._handoffs:
+            try:
+                self._apply_handoffs()
+            except BaseException:
+                self._depth -= 1
+                self._lock.release()
+                raise
+
+    def _leave(self, release_dead: bool = False) -> None:
+        outermost = self._depth == 1
+        try:
+            if outermost:
+                self._apply_handoffs()
+                if release_dead:
+                    self._release_dead()
+        finally:
+            self._depth -= 1
+            self._lock.release()
+        # A block handed over after our last look would wait for the next call: pick it up,
+        # unless another thread holds the lock (then it picks it up when it leaves).
+        while outermost and self._handoffs and self._lock.acquire(blocking=False):
+            self._depth += 1
+            try:
+                if self._depth != 1:
+                    break   # cannot happen: at depth 0 this thread held no lock
+                self._apply_handoffs()
+            finally:
+                self._depth -= 1
+                self._lock.release()
+
+    def _apply_handoffs(self) -> None:
+        while self._handoffs:
+            self._free_block(self._handoffs.pop())
+
+    def _release_block(self, block: _Block) -> None:
+        """The free path of every Allocation (finalizers included): never waits for the lock."""
+        self._handoffs.append(block)
+        if not self._lock.acquire(blocking=False):
+            return   # the holder applies it before it leaves
+        self._depth += 1
+        self._leave(release_dead=True)
+
+    # -- malloc ---------------------------------------------------------------------------
+    def malloc(self, nbytes: int, stream: Any) -> Allocation:
+        """Allocate ``nbytes`` for work on ``stream`` (any hashable key: the native stream).
+
+        Returns:
+            An :class:`Allocation`; ``nbytes == 0`` gives one with ``ptr`` 0 and no block.
+
+        Raises:
+            TypeError: ``nbytes`` is not an int, or ``stream`` is not hashable.
+            ValueError: ``nbytes`` is negative.
+            RuntimeError: ``stream`` is routed to a pool that was released.
+            OutOfMemoryError: the device is full even after releasing the cache.
+        """
+        nbytes = _check_nbytes(nbytes)
+        if nbytes == 0:
+            return Allocation(0, 0, 0, self._index, None, None)
+        _check_hashable(stream, "stream", "malloc")
+        size = _round_size(nbytes)
+        with self._held:
+            if self._depth == 1:
+                self._release_dead()
+            pool = self._routed_pool(stream)
+            stream_key = stream if pool is self._default else None
+            small = size <= _SMALL_REQUEST
+            block = self._best_fit(pool, (stream_key, small), size)
+            if block is None:
+                block = self._new_segment(pool, stream_key, small, size, nbytes)
+            self._take(block, size, nbytes)
+            return Allocation(block.ptr, nbytes, block.size, self._index, self, block)
+
+    def _routed_pool(self, stream: Any) -> _Pool:
+        routes = self._routes.get(stream)
+        if not routes:
+            return self._default
+        pool = self._pools.get(routes[-1])
+        if pool is None or not pool.is_live:
+            raise RuntimeError(f"malloc on {self._device_name}: the stream is routed to pool "
+                               f"{routes[-1]!r}, which was released; call "
+                               f"end_allocate_to_pool() before release_pool()")
+        return pool
+
+    def _best_fit(self, pool: _Pool, bin_key: tuple, size: int) -> _Block | None:
+        entries = pool.bins.get(bin_key)
+        if not entries:
+            return None
+        position = bisect.bisect_left(entries, (size, -1))
+        if position == len(entries):
+            return None
+        return pool.free_blocks[entries[position][1]]
+
+    def _new_segment(self, pool: _Pool, stream_key: Any, small: bool, size: int,
+                     nbytes: int) -> _Block:
+        segment_size = _segment_size(size)
+        ptr = self._device_malloc(segment_size, nbytes)
+        segment = _Segment(ptr, segment_size, pool, small, stream_key)
+        block = _Block(ptr, segment_size, segment)
+        segment.head = block
+        pool.segments[ptr] = segment
+        self._list(block)
+        self._count("segment", small, 1)
+        self._count("reserved_bytes", small, segment_size)
+        return block
+
+    def _device_malloc(self, segment_size: int, nbytes: int) -> int:
+        """backend.malloc, with the release-and-retry-once policy on MemoryError."""
+        try:
+            ptr = self._backend.malloc(self._index, segment_size)
+        except MemoryError as first:
+            if self._routes or self._depth != 1:
+                # A capture is under way (or we are nested in a finalizer): a device sync now
+                # would invalidate the capture, so fail without releasing (PyTorch does too).
+                self._counters["num_ooms"] += 1
+                raise self._oom_error(nbytes, segment_size, released=False) from first
+            self._apply_handoffs()
+            self._release_cached()
+            self._counters["num_alloc_retries"] += 1
+            try:
+                ptr = self._backend.malloc(self._index, segment_size)
+            except MemoryError as second:
+                self._counters["num_ooms"] += 1
+                raise self._oom_error(nbytes, segment_size, released=True) from second
+        self._counters["num_device_alloc"] += 1
+        return ptr
+
+    def _oom_error(self, nbytes: int, segment_size: int, released: bool) -> OutOfMemoryError:
+        try:
+            free_text = f"{self._backend.mem_get_info(self._index)[0]:,} bytes"
+        except Exception:  # noqa: BLE001 - the message must still be made
+            free_text = "an unknown number of bytes"
+        segment_text = ""
+        if segment_size != _round_size(nbytes):
+            segment_text = f" (as a new {segment_size:,}-byte segment)"
+        capture_text = ""
+        if not released:
+            capture_text = (" Cached memory was not released: a graph capture routes "
+                            "allocations on this device, and a device sync would invalidate it.")
+        return OutOfMemoryError(
+            f"out of memory on {self._device_name}: tried to allocate {nbytes:,} bytes"
+            f"{segment_text}; {self._stats['allocated_bytes'][0].current:,} bytes allocated, "
+            f"{self._stats['reserved_bytes'][0].current:,} bytes reserved by tensorplay, "
+            f"{free_text} free on the device.{capture_text} Free tensors, call empty_cache(), "
+            f"or reduce the batch.")
+
+    # -- blocks ---------------------------------------------------------------------------
+    def _list(self, block: _Block) -> None:
+        segment = block.segment
+        entries = segment.pool.bins.setdefault((segment.stream_key, segment.is_small), [])
+        bisect.insort(entries, (block.size, block.ptr))
+        segment.pool.free_blocks[block.ptr] = block
+
+    def _unlist(self, block: _Block) -> None:
+        segment = block.segment
+        key = (segment.stream_key, segment.is_small)
+        entries = segment.pool.bins[key]
+        del entries[bisect.bisect_left(entries, (block.size, block.ptr))]
+        if not entries:
+            del segment.pool.bins[key]   # drops the stream reference with the last entry
+        del segment.pool.free_blocks[block.ptr]
+
+    def _take(self, block: _Block, size: int, nbytes: int) -> None:
+        """Mark a free block allocated, splitting off the rest when it is worth keeping."""
+        segment = block.segment
+        split_before = _split_totals([block])
+        self._unlist(block)
+        rest_size = block.size - size
+        split_after = (0, 0)
+        if _should_split(segment.is_small, rest_size):
+            rest = _Block(block.ptr + size, rest_size, segment)
+            rest.prev, rest.next = block, block.next
+            if block.next is not None:
+                block.next.prev = rest
+            block.next = rest
+            block.size = size
+            self._list(rest)
+            split_after = _split_totals([rest])
+        block.allocated = True
+        block.requested = nbytes
+        small = segment.is_small
+        for name, delta in (("allocation", 1), ("active", 1), ("allocated_bytes", block.size),
+                            ("active_bytes", block.size), ("requested_bytes", nbytes)):
+            self._count(name, small, delta)
+        self._count_split(small, split_before, split_after)
+
+    def _free_block(self, block: _Block) -> None:
+        """Return an allocated block to its pool's free list, merged with free neighbours."""
+        segment = block.segment
+        small = segment.is_small
+        for name, delta in (("allocation", -1), ("active", -1),
+                            ("allocated_bytes", -block.size), ("active_bytes", -block.size),
+                            ("requested_bytes", -block.requested)):
+            self._count(name, small, delta)
+        neighbours = [b for b in (block.prev, block.next) if b is not None and not b.allocated]
+        split_before = _split_totals(neighbours)
+        block.allocated = False
+        block.requested = 0
+        merged = block
+        if block.prev is not None and not block.prev.allocated:
+            merged = block.prev
+            self._unlist(merged)
+            _join(merged, block)
+        following = merged.next
+        if following is not None and not following.allocated:
+            self._unlist(following)
+            _join(merged, following)
+        self._list(merged)
+        self._count_split(small, split_before, _split_totals([merged]))
+        if not segment.pool.is_live and segment.is_free():
+            self._dead_dirty = True
+
+    def _count(self, name: str, small: bool, delta: int) -> None:
+        if delta:
+            stats = self._stats[name]
+            stats[0].update(delta)
+            stats[1 if small else 2].update(delta)
+
+    def _count_split(self, small: bool, before: tuple[int, int], after: tuple[int, int]) -> None:
+        """Apply the change of (count, bytes) of inactive split blocks an operation made."""
+        self._count("inactive_split", small, after[0] - before[0])
+        self._count("inactive_split_bytes", small, after[1] - before[1])
+
+    # -- releasing segments ---------------------------------------------------------------
+    def _release_segments(self, segments: list[_Segment]) -> None:
+        """Wait for the device once, then give each (fully free) segment back to it."""
+        if not segments:
+            return
+        self._backend.synchronize_device(self._index)
+        self._counters["num_sync_all_streams"] += 1
+        for segment in segments:
+            self._backend.free(self._index, segment.ptr)   # first: on failure nothing changed
+            self._counters["num_device_free"] += 1
+            self._unlist(segment.head)
+            del segment.pool.segments[segment.ptr]
+            self._count("segment", segment.is_small, -1)
+            self._count("reserved_bytes", segment.is_small, -segment.size)
+        self._forget_empty_dead_pools()
+
+    def _forget_empty_dead_pools(self) -> None:
+        for pool_id in [i for i, p in self._pools.items() if not p.is_live and not p.segments]:
+            del self._pools[pool_id]
+
+    def _dead_free_segments(self) -> list[_Segment]:
+        return [segment for pool in self._pools.values() if not pool.is_live
+                for segment in pool.segments.values() if segment.is_free()]
+
+    def _release_dead(self) -> None:
+        """Release dead pools' fully free segments, unless a capture is under way here (a
+        device sync would invalidate it) or this is a nested call; then they wait."""
+        if not self._dead_dirty or self._routes or self._depth != 1:
+            return
+        self._release_segments(self._dead_free_segments())
+        self._dead_dirty = False
+        self._forget_empty_dead_pools()
+
+    def _release_cached(self) -> None:
+        """Release every fully free segment of the default pool and of dead pools."""
+        segments = [s for s in self._default.segments.values() if s.is_free()]
+        self._release_segments(segments + self._dead_free_segments())
+        self._dead_dirty = False
+        self._forget_empty_dead_pools()
+
+    def empty_cache(self) -> None:
+        """Release every fully free segment of the default pool and of dead pools.
+
+        Waits for the device first (only when something is released). Never releases a
+        segment of a live pool: a graph replays into it (Note [graph pool lifetime]).
+
+        .. warning:: During a capture the device sync is an unsafe call: the backend raises
+           ``RuntimeError`` (and invalidates the capture); nothing is released then.
+        """
+        with self._held:
+            if self._depth == 1:
+                self._release_cached()
+
+    # -- pools ----------------------------------------------------------------------------
+    def new_pool_id(self) -> tuple:
+        """A fresh pool id, unique in the process: ``("pool", n)``."""
+        return ("pool", next(_pool_numbers))
+
+    def _live_pool(self, pool_id: Any, call: str) -> _Pool:
+        pool = self._pools.get(pool_id)
+        if pool is None or not pool.is_live:
+            raise RuntimeError(f"{call}: {pool_id!r} is not a live pool on {self._device_name} "
+                               f"(never created, or released by every graph that used it); "
+                               f"create_pool() makes one")
+        return pool
+
+    def create_pool(self, pool_id: Any) -> None:
+        """Create a private pool used by one graph (``use_count`` 1).
+
+        A dead pool whose memory live tensors still use is revived: its free blocks serve the
+        new graph, the tensors' blocks stay theirs.
+
+        Raises:
+            TypeError: ``pool_id`` is not hashable. ValueError: it is None.
+            RuntimeError: the pool is live already (use :meth:`retain_pool` to share it).
+        """
+        _check_hashable(pool_id, "pool_id", "create_pool")
+        if pool_id is None:
+            raise ValueError("create_pool: pool_id None names the default pool; use "
+                             "new_pool_id()")
+        with self._held:
+            pool = self._pools.get(pool_id)
+            if pool is None:
+                self._pools[pool_id] = _Pool(pool_id)
+            elif pool.is_live:
+                raise RuntimeError(f"create_pool: pool {pool_id!r} already exists on "
+                                   f"{self._device_name} ({pool.use_count} users); "
+                                   f"retain_pool() shares it")
+            else:
+                pool.use_count = 1
+
+    def retain_pool(self, pool_id: Any) -> None:
+        """Count one more graph sharing a live pool. RuntimeError if it is not live."""
+        _check_hashable(pool_id, "pool_id", "retain_pool")
+        with self._held:
+            self._live_pool(pool_id, "retain_pool").use_count += 1
+
+    def create_or_retain_pool(self, pool_id: Any) -> None:
+        """``retain_pool`` if the pool is live, else ``create_pool`` (what a capture does)."""
+        _check_hashable(pool_id, "pool_id", "create_or_retain_pool")
+        with self._held:
+            pool = self._pools.get(pool_id)
+            if pool is not None and pool.is_live:
+                pool.use_count += 1
+            else:
+                self.create_pool(pool_id)
+
+    def release_pool(self, pool_id: Any) -> None:
+        """Drop one use of a live pool. At 0 the pool is dead: its free segments are released
+        now (after a device sync), the rest when their last Allocation dies (Note [graph pool
+        lifetime]). Releases wait while a capture routes allocations on this device."""
+        _check_hashable(pool_id, "pool_id", "release_pool")
+        with self._held_releasing:
+            pool = self._live_pool(pool_id, "release_pool")
+            pool.use_count -= 1
+            if pool.use_count == 0:
+                self._dead_dirty = True
+                if not pool.segments:
+                    del self._pools[pool_id]
+
+    def begin_allocate_to_pool(self, pool_id: Any, stream: Any) -> None:
+        """Route mallocs on ``stream`` to the live pool ``pool_id`` until the matching
+        :meth:`end_allocate_to_pool`; nested routes of one stream stack (last wins)."""
+        _check_hashable(stream, "stream", "begin_allocate_to_pool")
+        _check_hashable(pool_id, "pool_id", "begin_allocate_to_pool")
+        with self._held:
+            self._live_pool(pool_id, "begin_allocate_to_pool")
+            self._routes.setdefault(stream, []).append(pool_id)
+
+    def end_allocate_to_pool(self, pool_id: Any, stream: Any) -> None:
+        """Undo the latest ``begin_allocate_to_pool(pool_id, stream)``. RuntimeError if the
+        stream is not routed to that pool."""
+        _check_hashable(stream, "stream", "end_allocate_to_pool")
+        _check_hashable(pool_id, "pool_id", "end_allocate_to_pool")
+        with self._held_releasing:
+            routes = self._routes.get(stream)
+            if not routes or pool_id not in routes:
+                raise RuntimeError(f"end_allocate_to_pool: the stream is not routed to pool "
+                                   f"{pool_id!r} on {self._device_name} (unbalanced with "
+                                   f"begin_allocate_to_pool)")
+            del routes[len(routes) - 1 - routes[::-1].index(pool_id)]
+            if not routes:
+                del self._routes[stream]
+
+    def pool_memory_reserved(self, pool_id: Any) -> int:
+        """Bytes of segments owned by ``pool_id`` (None: the default pool); 0 if unknown."""
+        with self._held:
+            pool = self._default if pool_id is None else self._pools.get(pool_id)
+            return 0 if pool is None else sum(s.size for s in pool.segments.values())
+
+    # -- statistics -----------------------------------------------------------------------
+    def memory_stats(self) -> dict[str, int]:
+        """PyTorch-named statistics, keys sorted: ``<stat>.<all|small_pool|large_pool>.
+        <current|peak|allocated|freed>`` plus the ``num_*`` counters and ``max_split_size``."""
+        with self._held:
+            result = {"max_split_size": -1, **self._counters}
+            for name, stats in self._stats.items():
+                for pool_class, stat in zip(_POOL_CLASSES, stats):
+                    prefix = f"{name}.{pool_class}."
+                    result[prefix + "current"] = stat.current
+                    result[prefix + "peak"] = stat.peak
+                    result[prefix + "allocated"] = stat.allocated
+                    result[prefix + "freed"] = stat.freed
+            return dict(sorted(result.items()))
+
+    def reset_peak_memory_stats(self) -> None:
+        """Set every peak to its current value."""
+        with self._held:
+            for stats in self._stats.values():
+                for stat in stats:
+                    stat.peak = stat.current
+
+    def reset_accumulated_memory_stats(self) -> None:
+        """Zero the ``allocated``/``freed`` accumulators and the ``num_*`` counters."""
+        with self._held:
+            for stats in self._stats.values():
+                for stat in stats:
+                    stat.allocated = stat.freed = 0
+            self._counters = dict.fromkeys(_COUNTERS, 0)
+
+    def _stat(self, name: str) -> _Stat:
+        with self._held:
+            return self._stats[name][0]
+
+    def memory_allocated(self) -> int:
+        """Bytes of live blocks (rounded sizes)."""
+        return self._stat("allocated_bytes").current
+
+    def memory_reserved(self) -> int:
+        """Bytes of segments held from the device."""
+        return self._stat("reserved_bytes").current
+
+    def max_memory_allocated(self) -> int:
+        return self._stat("allocated_bytes").peak
+
+    def max_memory_reserved(self) -> int:
+        return self._stat("reserved_bytes").peak
+
+    def __repr__(self) -> str:
+        return (f"CachingAllocator({self._device_name}, allocated={self.memory_allocated():,}, "
+                f"reserved={self.memory_reserved():,})")
+
+
+_allocators: dict[int, CachingAllocator] = {}
+_allocators_lock = threading.Lock()
+
+
+def device_allocator(index: int) -> CachingAllocator:
+    """The process-wide allocator of accelerator device ``index``, made on first use.
+
+    Raises:
+        RuntimeError: on a host-only build (from ``backends.require_accelerator()``).
+        TypeError: ``index`` is not an int. ValueError: it is out of range.
+    """
+    from .backends import require_accelerator
+
+    backend = require_accelerator()
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"device_allocator: index must be an int, got {type(index).__name__} "
+                        f"{index!r}")
+    allocator = _allocators.get(index)
+    if allocator is not None and allocator._backend is backend:
+        return allocator
+    count = backend.device_count()
+    if not 0 <= index < count:
+        raise ValueError(f"device_allocator: {getattr(backend, 'device_type', 'device')} "
+                         f"index {index} is out of range: this build has {count} devices")
+    with _allocators_lock:
+        allocator = _allocators.get(index)
+        if allocator is None or allocator._backend is not backend:
+            allocator = CachingAllocator(backend, index)
+            _allocators[index] = allocator
+        return allocator

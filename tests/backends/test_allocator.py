@@ -1,0 +1,734 @@
+"""The caching allocator on its own, over a fake backend: no device needed.
+
+The fake hands out fresh fake addresses (never reused) under a byte limit and refuses a double
+or unknown free, so a test can check that no byte is handed out twice and that everything goes
+back to the "device" in the end.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gc
+import re
+import sys
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule)
+
+from tensorplay import _allocator
+from tensorplay._allocator import Allocation, CachingAllocator
+from tensorplay._errors import OutOfMemoryError
+
+KiB, MiB = 1 << 10, 1 << 20
+
+
+class FakeBackend:
+    """Exactly the four raw-memory methods the allocator uses, with bookkeeping for tests."""
+
+    def __init__(self, limit: int = 64 * MiB, device_type: str | None = "fake"):
+        if device_type is not None:
+            self.device_type = device_type
+        self.limit = limit
+        self.live: dict[int, int] = {}      # address -> nbytes
+        self.next_address = 0x1000_0000
+        self.syncs = 0
+        self.on_malloc = None               # hook run inside malloc (reentrancy tests)
+        self.lock = threading.Lock()
+
+    @property
+    def used(self) -> int:
+        return sum(self.live.values())
+
+    def malloc(self, index: int, nbytes: int) -> int:
+        assert nbytes > 0
+        if self.on_malloc is not None:
+            self.on_malloc()
+        with self.lock:
+            if self.used + nbytes > self.limit:
+                raise MemoryError(f"fake:0 has {self.limit - self.used} bytes free")
+            ptr = self.next_address
+            self.next_address += nbytes + 4 * KiB   # a gap: neighbours never touch
+            self.live[ptr] = nbytes
+            return ptr
+
+    def free(self, index: int, ptr: int) -> None:
+        with self.lock:
+            if ptr not in self.live:
+                raise AssertionError(f"free of 0x{ptr:x}: not live (double or unknown free)")
+            del self.live[ptr]
+
+    def mem_get_info(self, index: int) -> tuple[int, int]:
+        return self.limit - self.used, self.limit
+
+    def synchronize_device(self, index: int) -> None:
+        self.syncs += 1
+
+
+@pytest.fixture
+def backend():
+    return FakeBackend()
+
+
+@pytest.fixture
+def allocator(backend):
+    return CachingAllocator(backend, 0)
+
+
+def pool_of(allocation: Allocation):
+    """The id of the pool owning an allocation's block (None: the default pool)."""
+    return allocation._cell[0].segment.pool.pool_id
+
+
+def stat(allocator, key: str) -> int:
+    return allocator.memory_stats()[key]
+
+
+def walk_inactive_split(allocator) -> tuple[int, int]:
+    """(count, bytes) of free blocks in split segments, by walking every segment."""
+    count = total = 0
+    for pool in [allocator._default, *allocator._pools.values()]:
+        for segment in pool.segments.values():
+            block = segment.head
+            if block.next is None:
+                continue
+            while block is not None:
+                if not block.allocated:
+                    count, total = count + 1, total + block.size
+                block = block.next
+    return count, total
+
+
+def check_invariants(allocator, backend, live) -> None:
+    """No overlap, every block inside device memory, and stats that add up."""
+    spans = sorted((a.ptr, a.size) for a in live)
+    for (ptr, size), (next_ptr, _) in zip(spans, spans[1:]):
+        assert ptr + size <= next_ptr, "two live allocations overlap"
+    bases = sorted(backend.live)
+    for ptr, size in spans:
+        position = bisect.bisect_right(bases, ptr) - 1
+        assert position >= 0, "allocation outside device memory"
+        base = bases[position]
+        assert ptr + size <= base + backend.live[base], "allocation runs past its segment"
+    stats = allocator.memory_stats()
+    assert stats["allocated_bytes.all.current"] == sum(a.size for a in live)
+    assert stats["active_bytes.all.current"] == sum(a.size for a in live)
+    assert stats["requested_bytes.all.current"] == sum(a.nbytes for a in live)
+    assert stats["allocation.all.current"] == stats["active.all.current"] == len(live)
+    assert stats["reserved_bytes.all.current"] == backend.used == allocator.memory_reserved()
+    assert stats["segment.all.current"] == len(backend.live)
+    count, total = walk_inactive_split(allocator)
+    assert stats["inactive_split.all.current"] == count
+    assert stats["inactive_split_bytes.all.current"] == total
+    for name in _allocator._STAT_NAMES:
+        for part in ("current", "allocated", "freed"):   # peaks need not add up
+            assert stats[f"{name}.all.{part}"] == (stats[f"{name}.small_pool.{part}"] +
+                                                   stats[f"{name}.large_pool.{part}"])
+        assert stats[f"{name}.all.peak"] >= stats[f"{name}.all.current"]
+    pools = [None, *allocator._pools]
+    assert sum(allocator.pool_memory_reserved(p) for p in pools) == backend.used
+
+
+# -- sizes, splitting, merging ------------------------------------------------------------
+
+def test_small_requests_round_to_512_and_split_one_segment(allocator, backend):
+    a = allocator.malloc(1, "s")
+    b = allocator.malloc(513, "s")
+    assert (a.nbytes, a.size, b.size) == (1, 512, 1024)
+    assert b.ptr == a.ptr + 512
+    assert list(backend.live.values()) == [2 * MiB]
+    check_invariants(allocator, backend, [a, b])
+
+
+@pytest.mark.parametrize("nbytes, segment_size, block_size", [
+    (1 * MiB, 2 * MiB, 1 * MiB),                 # largest small request
+    (1 * MiB + 1, 20 * MiB, 1 * MiB + 512),      # 1-10 MiB share 20 MiB segments
+    (10 * MiB - 512, 20 * MiB, 10 * MiB - 512),
+    (10 * MiB, 10 * MiB, 10 * MiB),              # from 10 MiB: rounded to 2 MiB
+    (11 * MiB, 12 * MiB, 12 * MiB),              # rest 1 MiB is not > 1 MiB: no split
+    (13 * MiB + 1, 14 * MiB, 14 * MiB),
+])
+def test_segment_sizes(allocator, backend, nbytes, segment_size, block_size):
+    a = allocator.malloc(nbytes, "s")
+    assert list(backend.live.values()) == [segment_size]
+    assert a.size == block_size
+    check_invariants(allocator, backend, [a])
+
+
+def test_large_split_only_when_the_rest_is_over_1_mib(allocator, backend):
+    a = allocator.malloc(9 * MiB, "s")            # a 20 MiB segment, rest 11 MiB: split
+    assert a.size == 9 * MiB
+    b = allocator.malloc(11 * MiB - 512, "s")     # takes the rest: 512 left, not worth a block
+    assert b.ptr == a.ptr + 9 * MiB and b.size == 11 * MiB
+    a.release()
+    c = allocator.malloc(8 * MiB, "s")            # rest exactly 1 MiB: not split
+    assert c.ptr == a.ptr and c.size == 9 * MiB
+    c.release()
+    d = allocator.malloc(8 * MiB - 512, "s")      # rest 1 MiB + 512 > 1 MiB: split
+    assert d.ptr == a.ptr and d.size == 8 * MiB - 512
+    assert list(backend.live.values()) == [20 * MiB]
+    check_invariants(allocator, backend, [b, d])
+
+
+def test_best_fit_and_merge_with_both_neighbours(allocator, backend):
+    a, b, c, d, e = (allocator.malloc(n, "s") for n in (1024, 2048, 512, 1024, 512))
+    b.release()
+    d.release()
+    d = allocator.malloc(1024, "s")
+    assert d.ptr == b.ptr + 2048 + 512                       # best fit, not the first fit
+    assert stat(allocator, "inactive_split.all.current") == 2  # b's hole and the tail
+    c.release()   # merges with b (before it); d's block is allocated again after it
+    bc = allocator.malloc(2560, "s")
+    assert bc.ptr == b.ptr
+    check_invariants(allocator, backend, [a, bc, d, e])
+    for allocation in (a, bc, d, e):
+        allocation.release()
+    assert stat(allocator, "inactive_split.all.current") == 0   # one free block again
+    assert len(allocator._default.free_blocks) == 1
+    allocator.empty_cache()
+    assert backend.live == {}
+
+
+def test_merging_restores_the_whole_segment(allocator, backend):
+    blocks = [allocator.malloc(4096, "s") for _ in range(8)]
+    order = [3, 1, 7, 0, 2, 6, 4, 5]
+    for position, index in enumerate(order):
+        blocks[index].release()
+        check_invariants(allocator, backend,
+                         [b for i, b in enumerate(blocks) if i not in order[:position + 1]])
+    whole = allocator.malloc(1 * MiB, "s")
+    assert whole.ptr == blocks[0].ptr
+
+
+def test_zero_bytes_and_bad_sizes(allocator, backend):
+    empty = allocator.malloc(0, "s")
+    assert (empty.ptr, empty.nbytes, empty.size, empty.is_live) == (0, 0, 0, False)
+    empty.release()
+    assert backend.live == {} and allocator.memory_allocated() == 0
+    with pytest.raises(ValueError, match="-1"):
+        allocator.malloc(-1, "s")
+    with pytest.raises(TypeError, match="1.5"):
+        allocator.malloc(1.5, "s")
+    with pytest.raises(TypeError, match="bool"):
+        allocator.malloc(True, "s")
+    with pytest.raises(TypeError, match="hashable"):
+        allocator.malloc(16, ["not", "hashable"])
+    assert allocator.malloc(np.int64(16), "s").size == 512   # integer-like is fine
+
+
+def test_release_is_idempotent_and_gc_releases(allocator):
+    a = allocator.malloc(100, "s")
+    assert a.is_live
+    a.release()
+    a.release()
+    assert not a.is_live and allocator.memory_allocated() == 0
+    b = allocator.malloc(100, "s")
+    assert allocator.memory_allocated() == 512
+    del b
+    gc.collect()
+    assert allocator.memory_allocated() == 0
+    assert "released" in repr(a)
+
+
+# -- streams and pools --------------------------------------------------------------------
+
+def test_default_pool_reuses_a_block_only_on_its_stream(allocator, backend):
+    a = allocator.malloc(4096, "A")
+    ptr = a.ptr
+    a.release()
+    b = allocator.malloc(4096, "B")
+    assert b.ptr != ptr and len(backend.live) == 2     # B got a segment of its own
+    assert allocator.malloc(4096, "A").ptr == ptr       # A reuses its block
+
+
+def test_pool_routing_and_isolation(allocator, backend):
+    pool = allocator.new_pool_id()
+    assert pool != allocator.new_pool_id() and hash(pool) is not None
+    eager = allocator.malloc(4096, "S")
+    eager_ptr = eager.ptr
+    eager.release()                                   # a free default block on stream S
+    allocator.create_pool(pool)
+    allocator.begin_allocate_to_pool(pool, "S")
+    captured = allocator.malloc(4096, "S")
+    assert pool_of(captured) == pool and captured.ptr != eager_ptr   # never the default's
+    other = allocator.malloc(4096, "T")               # streams not routed: default pool
+    assert pool_of(other) is None
+    assert allocator.pool_memory_reserved(pool) == 2 * MiB
+    allocator.end_allocate_to_pool(pool, "S")
+    captured_ptr = captured.ptr
+    captured.release()                                # back to the pool only
+    again = allocator.malloc(4096, "S")
+    assert pool_of(again) is None and again.ptr == eager_ptr
+    allocator.begin_allocate_to_pool(pool, "S")
+    assert allocator.malloc(4096, "S").ptr == captured_ptr
+    allocator.end_allocate_to_pool(pool, "S")
+    check_invariants(allocator, backend, [other, again])
+
+
+def test_routes_stack_and_errors(allocator):
+    outer, inner = allocator.new_pool_id(), allocator.new_pool_id()
+    allocator.create_pool(outer)
+    allocator.create_pool(inner)
+    allocator.begin_allocate_to_pool(outer, "S")
+    allocator.begin_allocate_to_pool(inner, "S")
+    assert pool_of(allocator.malloc(64, "S")) == inner
+    allocator.end_allocate_to_pool(inner, "S")
+    assert pool_of(allocator.malloc(64, "S")) == outer
+    with pytest.raises(RuntimeError, match="not routed"):
+        allocator.end_allocate_to_pool(inner, "S")
+    allocator.end_allocate_to_pool(outer, "S")
+    with pytest.raises(RuntimeError, match=r"\('nope', 1\) is not a live pool"):
+        allocator.begin_allocate_to_pool(("nope", 1), "S")
+    with pytest.raises(RuntimeError, match="already exists"):
+        allocator.create_pool(outer)
+    with pytest.raises(ValueError, match="default pool"):
+        allocator.create_pool(None)
+    with pytest.raises(TypeError, match="hashable"):
+        allocator.create_pool([1])
+    allocator.create_or_retain_pool(outer)            # live: one more use
+    allocator.release_pool(outer)
+    allocator.release_pool(outer)
+    with pytest.raises(RuntimeError, match="not a live pool"):
+        allocator.release_pool(outer)
+    assert pool_of(allocator.malloc(64, "S")) is None  # still works
+
+
+def test_malloc_on_a_stream_routed_to_a_released_pool(allocator, backend):
+    pool = allocator.new_pool_id()
+    allocator.create_pool(pool)
+    allocator.begin_allocate_to_pool(pool, "S")
+    allocator.release_pool(pool)
+    with pytest.raises(RuntimeError, match="end_allocate_to_pool"):
+        allocator.malloc(64, "S")
+    allocator.end_allocate_to_pool(pool, "S")
+    assert pool_of(allocator.malloc(64, "S")) is None
+    assert allocator.pool_memory_reserved(pool) == 0
+
+
+def test_graphs_sharing_a_pool_reuse_each_others_freed_blocks(allocator, backend):
+    pool = allocator.new_pool_id()
+    allocator.create_pool(pool)                        # graph 1 captures on S1
+    allocator.begin_allocate_to_pool(pool, "S1")
+    output1 = allocator.malloc(4096, "S1")
+    temporary = allocator.malloc(8192, "S1")
+    temporary_ptr = temporary.ptr
+    temporary.release()
+    allocator.end_allocate_to_pool(pool, "S1")
+    allocator.retain_pool(pool)                        # graph 2 shares it, on another stream
+    allocator.begin_allocate_to_pool(pool, "S2")
+    output2 = allocator.malloc(8192, "S2")
+    allocator.end_allocate_to_pool(pool, "S2")
+    assert output2.ptr == temporary_ptr                # no per-stream segregation in a pool
+    assert len(backend.live) == 1
+    allocator.release_pool(pool)
+    allocator.release_pool(pool)
+    assert allocator.pool_memory_reserved(pool) == 2 * MiB   # outputs still alive
+    del output1, output2
+    gc.collect()
+    assert backend.live == {} and allocator.pool_memory_reserved(pool) == 0
+
+
+def test_release_pool_keeps_memory_of_live_allocations(allocator, backend):
+    pool = allocator.new_pool_id()
+    allocator.create_pool(pool)
+    allocator.begin_allocate_to_pool(pool, "S")
+    output = allocator.malloc(4096, "S")
+    temporary = allocator.malloc(12 * MiB, "S")
+    allocator.end_allocate_to_pool(pool, "S")
+    temporary.release()
+    assert allocator.pool_memory_reserved(pool) == 14 * MiB   # live pool: kept, free or not
+    syncs = backend.syncs
+    allocator.release_pool(pool)
+    assert backend.syncs == syncs + 1                          # one sync for the release pass
+    assert allocator.pool_memory_reserved(pool) == 2 * MiB     # free segment went at once
+    assert output.is_live and output.ptr in backend.live
+    output_ptr = output.ptr
+    del output
+    gc.collect()
+    assert output_ptr not in backend.live and backend.live == {}
+    assert allocator.pool_memory_reserved(pool) == 0
+    assert allocator.memory_reserved() == 0
+    with pytest.raises(RuntimeError):
+        allocator.retain_pool(pool)
+
+
+def test_dead_pool_releases_wait_while_a_capture_routes(allocator, backend):
+    dead, capturing = allocator.new_pool_id(), allocator.new_pool_id()
+    allocator.create_pool(dead)
+    allocator.begin_allocate_to_pool(dead, "S")
+    output = allocator.malloc(4096, "S")
+    allocator.end_allocate_to_pool(dead, "S")
+    allocator.create_pool(capturing)
+    allocator.begin_allocate_to_pool(capturing, "C")   # a capture is under way
+    syncs = backend.syncs
+    allocator.release_pool(dead)
+    output.release()
+    assert backend.syncs == syncs and allocator.pool_memory_reserved(dead) == 2 * MiB
+    allocator.end_allocate_to_pool(capturing, "C")     # capture over: released now
+    assert backend.syncs == syncs + 1 and allocator.pool_memory_reserved(dead) == 0
+
+
+def test_dead_pool_with_live_memory_can_be_created_again(allocator):
+    pool = allocator.new_pool_id()
+    allocator.create_pool(pool)
+    allocator.begin_allocate_to_pool(pool, "S")
+    output = allocator.malloc(4096, "S")
+    free_ptr = allocator.malloc(4096, "S").ptr         # freed at once (no reference)
+    allocator.end_allocate_to_pool(pool, "S")
+    allocator.release_pool(pool)
+    allocator.create_pool(pool)                        # revived: its free blocks serve again
+    allocator.begin_allocate_to_pool(pool, "S")
+    assert allocator.malloc(4096, "S").ptr == free_ptr
+    allocator.end_allocate_to_pool(pool, "S")
+    assert output.is_live
+
+
+def test_empty_cache_never_releases_a_live_pool(allocator, backend):
+    pool = allocator.new_pool_id()
+    allocator.create_pool(pool)
+    allocator.begin_allocate_to_pool(pool, "S")
+    allocator.malloc(4096, "S").release()
+    allocator.end_allocate_to_pool(pool, "S")
+    allocator.malloc(4096, "S").release()
+    assert len(backend.live) == 2
+    syncs = backend.syncs
+    allocator.empty_cache()
+    assert backend.syncs == syncs + 1
+    assert allocator.pool_memory_reserved(pool) == 2 * MiB
+    assert allocator.pool_memory_reserved(None) == 0
+    allocator.empty_cache()                            # nothing to release: no sync
+    assert backend.syncs == syncs + 1
+    allocator.release_pool(pool)                       # dead now: its free segment goes
+    assert backend.live == {}
+
+
+# -- out of memory ------------------------------------------------------------------------
+
+def test_oom_releases_the_cache_retries_then_raises():
+    backend = FakeBackend(limit=16 * MiB)
+    allocator = CachingAllocator(backend, 0)
+    keep = allocator.malloc(1, "A")
+    allocator.malloc(1, "B").release()                 # a cached free segment (stream B)
+    big = allocator.malloc(13 * MiB, "A")              # needs the cached segment back
+    stats = allocator.memory_stats()
+    assert (stats["num_alloc_retries"], stats["num_ooms"], backend.syncs) == (1, 0, 1)
+    before = {(a.ptr, a.size) for a in (keep, big)}
+    with pytest.raises(OutOfMemoryError) as info:
+        allocator.malloc(2 * 1024**3, "A")
+    assert isinstance(info.value, RuntimeError)
+    assert isinstance(info.value.__cause__, MemoryError)
+    message = str(info.value)
+    assert message.startswith("out of memory on fake:0: tried to allocate 2,147,483,648 bytes;")
+    assert "14,680,576 bytes allocated" in message
+    assert "16,777,216 bytes reserved by tensorplay" in message
+    assert "0 bytes free on the device" in message
+    assert "empty_cache()" in message
+    stats = allocator.memory_stats()
+    assert (stats["num_alloc_retries"], stats["num_ooms"]) == (2, 1)
+    assert backend.syncs == 1     # the second pass had nothing to release: no sync
+    assert {(a.ptr, a.size) for a in (keep, big)} == before
+    assert keep.ptr in backend.live and big.ptr in backend.live
+    check_invariants(allocator, backend, [keep, big])
+    big.release()                                       # and the allocator keeps working
+    again = allocator.malloc(12 * MiB, "A")
+    assert again.ptr == big.ptr
+    check_invariants(allocator, backend, [keep, again])
+
+
+def test_oom_message_names_the_segment_and_unknown_device_type():
+    allocator = CachingAllocator(FakeBackend(limit=4 * MiB, device_type=None), 3)
+    with pytest.raises(OutOfMemoryError, match=r"on device:3: tried to allocate 2,097,152 bytes"
+                                               r" \(as a new 20,971,520-byte segment\)"):
+        allocator.malloc(2 * MiB, "s")
+
+
+def test_oom_during_capture_does_not_release_or_sync():
+    backend = FakeBackend(limit=4 * MiB)
+    allocator = CachingAllocator(backend, 0)
+    allocator.malloc(1, "A").release()                 # cached
+    pool = allocator.new_pool_id()
+    allocator.create_pool(pool)
+    allocator.begin_allocate_to_pool(pool, "S")
+    with pytest.raises(OutOfMemoryError, match="capture"):
+        allocator.malloc(3 * MiB, "S")
+    stats = allocator.memory_stats()
+    assert (stats["num_alloc_retries"], stats["num_ooms"], backend.syncs) == (0, 1, 0)
+    assert allocator.pool_memory_reserved(None) == 2 * MiB
+    assert pool_of(allocator.malloc(1, "S")) == pool   # the capture keeps allocating
+    allocator.end_allocate_to_pool(pool, "S")
+
+
+# -- statistics ---------------------------------------------------------------------------
+
+def test_stats_keys_and_order(allocator):
+    stats = allocator.memory_stats()
+    expected = {f"{name}.{pool}.{part}" for name in _allocator._STAT_NAMES
+                for pool in ("all", "small_pool", "large_pool")
+                for part in ("current", "peak", "allocated", "freed")}
+    expected |= {"num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
+                 "num_device_free", "max_split_size"}
+    assert set(stats) == expected and len(_allocator._STAT_NAMES) == 9
+    assert list(stats) == sorted(stats)
+    assert all(type(value) is int for value in stats.values())
+    assert stats["max_split_size"] == -1
+
+
+def test_stats_by_pool_class(allocator, backend):
+    small = allocator.malloc(1000, "s")
+    large = allocator.malloc(3 * MiB, "s")
+    stats = allocator.memory_stats()
+    assert stats["allocated_bytes.small_pool.current"] == 1024
+    assert stats["allocated_bytes.large_pool.current"] == 3 * MiB
+    assert stats["reserved_bytes.small_pool.current"] == 2 * MiB
+    assert stats["reserved_bytes.large_pool.current"] == 20 * MiB
+    assert stats["requested_bytes.all.current"] == 1000 + 3 * MiB
+    assert stats["inactive_split_bytes.small_pool.current"] == 2 * MiB - 1024
+    assert stats["num_device_alloc"] == 2 and stats["segment.all.current"] == 2
+    check_invariants(allocator, backend, [small, large])
+    del small, large
+    gc.collect()
+    allocator.empty_cache()
+    stats = allocator.memory_stats()
+    assert stats["num_device_free"] == 2 and stats["num_sync_all_streams"] == 1
+    assert stats["allocation.all.allocated"] == stats["allocation.all.freed"] == 2
+    assert stats["reserved_bytes.all.freed"] == 22 * MiB
+
+
+def test_reset_peak_and_accumulated(allocator, backend):
+    keep = allocator.malloc(4096, "s")
+    allocator.malloc(12 * MiB, "s").release()
+    assert allocator.max_memory_allocated() == 4096 + 12 * MiB
+    assert allocator.max_memory_reserved() == 14 * MiB
+    allocator.empty_cache()
+    allocator.reset_peak_memory_stats()
+    assert allocator.max_memory_allocated() == allocator.memory_allocated() == 4096
+    assert allocator.max_memory_reserved() == allocator.memory_reserved() == 2 * MiB
+    allocator.reset_accumulated_memory_stats()
+    stats = allocator.memory_stats()
+    assert all(stats[k] == 0 for k in stats if k.endswith((".allocated", ".freed")))
+    assert all(stats[k] == 0 for k in stats if k.startswith("num_"))
+    assert stats["allocated_bytes.all.current"] == 4096 and keep.is_live
+
+
+# -- finalizers and threads ---------------------------------------------------------------
+
+def test_free_from_a_finalizer_inside_an_allocator_call(allocator, backend):
+    victims = [allocator.malloc(4096, "s") for _ in range(3)]
+    survivor = victims[1]
+
+    def drop_references():   # as a GC pass would, in the middle of the allocator's malloc
+        backend.on_malloc = None
+        victims.clear()
+
+    backend.on_malloc = drop_references
+    fresh = allocator.malloc(1 * MiB, "other")          # needs a segment: runs the hook
+    assert allocator.memory_allocated() == survivor.size + fresh.size
+    check_invariants(allocator, backend, [survivor, fresh])
+
+
+def test_finalizer_does_not_wait_for_a_thread_holding_the_allocator(allocator, backend):
+    doomed = allocator.malloc(4096, "s")
+    inside, go_on = threading.Event(), threading.Event()
+
+    def slow_device():
+        inside.set()
+        go_on.wait(5)
+
+    backend.on_malloc = slow_device
+    holder = threading.Thread(target=lambda: allocator.malloc(2 * MiB, "t"))
+    holder.start()
+    assert inside.wait(5)
+    releaser = threading.Thread(target=doomed.release)
+    releaser.start()
+    releaser.join(2)
+    assert not releaser.is_alive(), "release() waited for the allocator's lock"
+    backend.on_malloc = None
+    go_on.set()
+    holder.join(5)
+    assert allocator.memory_allocated() == 0 and not allocator._handoffs
+
+
+def test_two_threads_malloc_and_free():
+    backend = FakeBackend(limit=1 << 40)
+    allocator = CachingAllocator(backend, 0)
+    kept: dict[str, list] = {}
+    errors = []
+
+    def work(stream: str, seed: int):
+        try:
+            rng = np.random.default_rng(seed)
+            live = []
+            for _ in range(1500):
+                if live and rng.random() < 0.5:
+                    live.pop(int(rng.integers(len(live)))).release()
+                else:
+                    live.append(allocator.malloc(int(rng.integers(1, 3 * MiB)), stream))
+            kept[stream] = live
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(f"s{i}", i)) for i in range(2)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)   # switch threads often: inside the allocator too
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors
+    live = [a for allocations in kept.values() for a in allocations]
+    check_invariants(allocator, backend, live)
+    for allocation in live:
+        allocation.release()
+    allocator.empty_cache()
+    assert backend.live == {} and allocator.memory_allocated() == 0
+
+
+# -- random sequences ---------------------------------------------------------------------
+
+_SIZES = st.one_of(st.integers(1, 8 * KiB), st.integers(1, 1 * MiB),
+                   st.integers(1 * MiB + 1, 12 * MiB),
+                   st.sampled_from([512, 1 * MiB, 2 * MiB, 10 * MiB]))
+_STREAMS = st.sampled_from(["s0", "s1", "s2"])
+
+
+class AllocatorMachine(RuleBasedStateMachine):
+    """Random malloc/free/pool/route/empty_cache sequences against a 48 MiB fake device."""
+
+    def __init__(self):
+        super().__init__()
+        self.backend = FakeBackend(limit=48 * MiB)
+        self.allocator = CachingAllocator(self.backend, 0)
+        self.live: list[Allocation] = []
+        self.pools: dict[tuple, int] = {}      # live pools -> use count
+        self.routes: dict[str, list] = {}
+
+    def _routed(self) -> set:
+        return {pool for routes in self.routes.values() for pool in routes}
+
+    @rule(nbytes=_SIZES, stream=_STREAMS)
+    def malloc(self, nbytes, stream):
+        routes = self.routes.get(stream)
+        expected = routes[-1] if routes else None
+        try:
+            allocation = self.allocator.malloc(nbytes, stream)
+        except OutOfMemoryError:
+            return
+        assert pool_of(allocation) == expected
+        if expected is None:
+            assert allocation._cell[0].segment.stream_key == stream
+        assert allocation.nbytes == nbytes and allocation.size >= nbytes
+        self.live.append(allocation)
+
+    @precondition(lambda self: self.live)
+    @rule(data=st.data(), by_gc=st.booleans())
+    def free(self, data, by_gc):
+        allocation = self.live.pop(data.draw(st.integers(0, len(self.live) - 1)))
+        if not by_gc:
+            allocation.release()
+        del allocation
+
+    @rule()
+    def create_pool(self):
+        pool = self.allocator.new_pool_id()
+        self.allocator.create_pool(pool)
+        self.pools[pool] = 1
+
+    @precondition(lambda self: self.pools)
+    @rule(data=st.data())
+    def retain_pool(self, data):
+        pool = data.draw(st.sampled_from(sorted(self.pools)))
+        self.allocator.retain_pool(pool)
+        self.pools[pool] += 1
+
+    @precondition(lambda self: set(self.pools) - self._routed())
+    @rule(data=st.data())
+    def release_pool(self, data):
+        pool = data.draw(st.sampled_from(sorted(set(self.pools) - self._routed())))
+        self.allocator.release_pool(pool)
+        self.pools[pool] -= 1
+        if not self.pools[pool]:
+            del self.pools[pool]
+
+    @precondition(lambda self: self.pools)
+    @rule(data=st.data(), stream=_STREAMS)
+    def begin_route(self, data, stream):
+        pool = data.draw(st.sampled_from(sorted(self.pools)))
+        self.allocator.begin_allocate_to_pool(pool, stream)
+        self.routes.setdefault(stream, []).append(pool)
+
+    @precondition(lambda self: self.routes)
+    @rule(data=st.data())
+    def end_route(self, data):
+        stream = data.draw(st.sampled_from(sorted(self.routes)))
+        pool = self.routes[stream].pop()
+        if not self.routes[stream]:
+            del self.routes[stream]
+        self.allocator.end_allocate_to_pool(pool, stream)
+
+    @rule()
+    def empty_cache(self):
+        self.allocator.empty_cache()
+        for pool in [None, *self.allocator._pools]:
+            if pool is None or pool not in self.pools:
+                owner = self.allocator._default if pool is None else self.allocator._pools[pool]
+                assert not [s for s in owner.segments.values() if s.is_free()]
+
+    @invariant()
+    def consistent(self):
+        check_invariants(self.allocator, self.backend, self.live)
+        if not self.allocator._routes:   # dead pools keep only memory that tensors use
+            assert not self.allocator._dead_free_segments()
+
+    def teardown(self):
+        self.live.clear()
+        gc.collect()
+        for stream, routes in self.routes.items():
+            for pool in reversed(routes):
+                self.allocator.end_allocate_to_pool(pool, stream)
+        for pool, uses in self.pools.items():
+            for _ in range(uses):
+                self.allocator.release_pool(pool)
+        self.allocator.empty_cache()
+        assert self.allocator.memory_reserved() == 0 and self.allocator.memory_allocated() == 0
+        assert self.backend.live == {} and not self.allocator._pools
+
+
+TestAllocatorMachine = AllocatorMachine.TestCase
+TestAllocatorMachine.settings = settings(max_examples=50, stateful_step_count=40, deadline=None,
+                                         suppress_health_check=[HealthCheck.too_slow])
+
+
+# -- the process-wide allocators ----------------------------------------------------------
+
+def test_device_allocator(monkeypatch):
+    from tensorplay import backends
+
+    monkeypatch.setattr(_allocator, "_allocators", {})
+    monkeypatch.setattr(backends._selection, "accelerator", None)
+    monkeypatch.setattr(backends._selection, "failure", None)
+    with pytest.raises(RuntimeError, match="no accelerator was built"):
+        _allocator.device_allocator(0)
+
+    class Accelerator(FakeBackend):
+        def device_count(self):
+            return 2
+
+    accelerator = Accelerator()
+    monkeypatch.setattr(backends._selection, "accelerator", accelerator)
+    first = _allocator.device_allocator(1)
+    assert first is _allocator.device_allocator(1) and first is not _allocator.device_allocator(0)
+    assert first._backend is accelerator and first._index == 1
+    with pytest.raises(ValueError, match=re.escape("index 2 is out of range")):
+        _allocator.device_allocator(2)
+    with pytest.raises(TypeError, match="'0'"):
+        _allocator.device_allocator("0")
+
+
+def test_the_pool_lifetime_note_is_there():
+    assert "Note [graph pool lifetime]" in _allocator.__doc__

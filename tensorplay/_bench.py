@@ -32,18 +32,29 @@ def _progress(done: int, total: int, label: str) -> None:
 
 
 def time_per_call(fn, sync, calls: int, repeats: int = 5, warmup: int = 3) -> float:
-    """Median microseconds per call of ``fn`` over ``repeats`` loops of ``calls`` calls."""
+    """Median microseconds per call of ``fn`` over ``repeats`` loops of ``calls`` calls, each
+    loop ending in ``sync`` (steady-state throughput: host and device time together)."""
+    return host_and_total(fn, sync, calls, repeats, warmup)[1]
+
+
+def host_and_total(fn, sync, calls: int, repeats: int = 5, warmup: int = 3):
+    """Median (host, total) microseconds per call: ``host`` stops the clock before the final
+    ``sync`` (the host cost of issuing a call, with ``calls`` small enough that the device's
+    launch queue never fills), ``total`` after it."""
     for _ in range(warmup):
         fn()
     sync()
-    samples = []
+    host, total = [], []
     for _ in range(repeats):
         start = time.perf_counter()
         for _ in range(calls):
             fn()
+        issued = time.perf_counter()
         sync()
-        samples.append((time.perf_counter() - start) / calls * 1e6)
-    return statistics.median(samples)
+        done = time.perf_counter()
+        host.append((issued - start) / calls * 1e6)
+        total.append((done - start) / calls * 1e6)
+    return statistics.median(host), statistics.median(total)
 
 
 def _sync():
@@ -69,12 +80,12 @@ class Suite:
         with graph:
             x.add_(1)
         stream = tp.accelerator.current_stream()
-        self.add("graph replay (1 kernel)", "tensorplay replay(stream=s)",
-                 time_per_call(lambda: graph.replay(stream=stream), _sync, self.calls))
-        self.add("graph replay (1 kernel)", "tensorplay replay()",
-                 time_per_call(graph.replay, _sync, self.calls))
-        for impl, fn, sync in peers.replay_peers(graph, stream):
-            self.add("graph replay (1 kernel)", impl, time_per_call(fn, sync, self.calls))
+        case = "graph replay, host cost (1 kernel)"
+        for impl, fn, sync in [("tensorplay replay(stream=s)", lambda: graph.replay(stream=stream),
+                                _sync), ("tensorplay replay()", graph.replay, _sync),
+                               *peers.replay_peers(graph, stream)]:
+            host, total = host_and_total(fn, sync, 200, repeats=9)
+            self.add(case, impl, host, total_us=total)
 
     def stage_and_launch(self, counts=(1, 2, 4, 8, 16, 32)) -> None:
         for count in counts:
@@ -83,9 +94,7 @@ class Suite:
             fresh = [tp.rand(256, device=self.device) for _ in range(count)]
             graph = tp.accelerator.Graph()
             with graph:
-                total = statics[0] * 1
-                for s in statics[1:]:
-                    total.add_(s)
+                total = statics[0] + statics[-1]
             self.add(case, "tensorplay stage_and_launch",
                      time_per_call(lambda: graph.stage_and_launch(statics, fresh), _sync,
                                    self.calls), inputs=count)
@@ -94,10 +103,10 @@ class Suite:
 
     def eager_op(self) -> None:
         x = tp.zeros(16, device=self.device)
-        self.add("eager x.add_(1), 16 floats", "tensorplay",
-                 time_per_call(lambda: x.add_(1), _sync, self.calls))
-        for impl, fn, sync in peers.eager_peers():
-            self.add("eager x.add_(1), 16 floats", impl, time_per_call(fn, sync, self.calls))
+        case = "eager x.add_(1), 16 floats, host cost"
+        for impl, fn, sync in [("tensorplay", lambda: x.add_(1), _sync), *peers.eager_peers()]:
+            host, total = host_and_total(fn, sync, 200, repeats=9)
+            self.add(case, impl, host, total_us=total)
 
     def twenty_kernels(self) -> None:
         x = tp.zeros(1024, device=self.device)

@@ -121,6 +121,10 @@ def from_dlpack(obj) -> Tensor:
 
     if isinstance(obj, Tensor):
         return obj
+    if not (hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")):
+        raise TypeError(f"from_dlpack() expects an object implementing the DLPack protocol "
+                        f"(__dlpack__ and __dlpack_device__), got {type(obj).__name__}; use "
+                        f"tensorplay.tensor() for Python data")
     device_type, device_id = obj.__dlpack_device__()
     if int(device_type) == 1:  # kDLCPU
         return from_numpy(np.from_dlpack(obj))

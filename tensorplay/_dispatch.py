@@ -72,13 +72,11 @@ def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype):
     """A new C-contiguous ``xp`` array for a result on ``device`` (contents undefined)."""
     if device.type == "cpu":
         return host_backend().empty(shape, dtype.numpy)
-    from . import _allocator
-    from .accelerator import _state
+    from ._allocator import device_allocator
 
     index = device.index
     nbytes = math.prod(shape) * dtype.itemsize
-    allocation = _allocator.device_allocator(index).malloc(
-        max(nbytes, 1), _state.current_native_stream(index))
+    allocation = device_allocator(index).malloc(max(nbytes, 1), _current_native_stream(index))
     return _accelerator.as_array(index, allocation.ptr, max(nbytes, 1), dtype.numpy, shape,
                                  c_strides(shape, dtype.itemsize), allocation)
 
@@ -88,9 +86,15 @@ def launch(device: _device_cls, kernel) -> None:
     if device.type == "cpu":
         kernel()
         return
-    from .accelerator import _state
+    _accelerator.launch(_current_native_stream(device.index), kernel)
 
-    _accelerator.launch(_state.current_native_stream(device.index), kernel)
+
+def _current_native_stream(index: int):
+    global _current_native_stream
+    from .accelerator._state import current_native_stream
+
+    _current_native_stream = current_native_stream
+    return current_native_stream(index)
 
 
 def named(name: str, kernel, **attrs):
@@ -105,3 +109,20 @@ def current_native_stream(device: _device_cls):
     from .accelerator import _state
 
     return _state.current_native_stream(device.index)
+
+
+def matmul_of(device: _device_cls):
+    """The backend's ``matmul(a, b, out=None)``: its own if it has one (cuda: one that also works
+    during stream capture, where CuPy refuses cuBLAS), else ``xp.matmul``."""
+    backend = backend_of(device)
+    return getattr(backend, "matmul", None) or backend.xp.matmul
+
+
+def erf_for(xp):
+    """The elementwise ``erf(x)`` of the backend whose namespace is ``xp``, if it has one (cuda:
+    one fused kernel), else None (callers compose it from xp ops)."""
+    if _host is None:
+        _backends()
+    if _accelerator is not None and _accelerator.xp is xp:
+        return getattr(_accelerator, "erf", None)
+    return None

@@ -6,7 +6,7 @@ Each method forwards to the one implementation in ``_ops``, ``_reductions``, ``_
 
 from __future__ import annotations
 
-from . import _combine, _indexing, _ops, _reductions, _views
+from . import _combine, _functional, _indexing, _ops, _reductions, _views
 from ._tensor import Tensor
 
 
@@ -81,6 +81,10 @@ def install() -> None:
     Tensor.uniform_ = _random.uniform_
     Tensor.normal_ = _random.normal_
     Tensor.random_ = _random.random_
-    for module in (_reductions, _combine, _views):
+    for module in (_reductions, _combine, _views, _indexing, _functional):
         for name in module.TENSOR_METHODS:
             setattr(Tensor, name, getattr(module, name))
+    for name in _views.TENSOR_PROPERTIES:
+        setattr(Tensor, name, property(getattr(_views, name)))
+    for name, method in _functional.TENSOR_EXTRA_METHODS.items():
+        setattr(Tensor, name, getattr(Tensor, method) if isinstance(method, str) else method)

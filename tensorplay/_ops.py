@@ -9,6 +9,7 @@ that calls the ``xp`` ufunc with ``out=``. Reductions, matmul and shape-combinin
 
 from __future__ import annotations
 
+import functools
 import numbers
 
 import numpy as np
@@ -60,7 +61,9 @@ def _cast(value, compute: np.dtype, xp):
     if hasattr(value, "dtype") and value.dtype != compute:
         return value.astype(compute)
     if isinstance(value, _Number) and not hasattr(value, "dtype"):
-        return compute.type(value)
+        # through a NumPy array so that an int the dtype cannot hold wraps, as PyTorch's casts
+        # do (np.int8(1000) raises OverflowError under NumPy 2)
+        return np.asarray(value).astype(compute)[()]
     return value
 
 
@@ -70,6 +73,18 @@ def _broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
     except ValueError:
         raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} do not "
                          f"broadcast (sizes must match or be 1, aligned from the right)") from None
+
+
+def check_no_overlap(tensor: Tensor, op: str) -> None:
+    """Refuse to write into a tensor whose elements share memory (an ``expand()``ed view), as
+    PyTorch does: the result would depend on the order the elements are written in."""
+    shape = tensor._data.shape
+    if 0 not in shape and any(stride == 0 and size > 1
+                              for stride, size in zip(tensor._data.strides, shape)):
+        raise RuntimeError(f"{op}: unsupported operation: more than one element of the "
+                           f"written-to tensor refers to a single memory location (an "
+                           f"expand()ed view?). Please clone() the tensor before performing "
+                           f"the operation.")
 
 
 def _shape_of(value):
@@ -102,12 +117,16 @@ def elementwise(op: str, ufunc_name: str, operands, *, out: Tensor | None = None
         if not _dtype.can_cast(result, out.dtype):
             raise RuntimeError(f"{op}: result type {result.name} can't be cast to the desired "
                                f"output type {out.dtype.name}")
+        check_no_overlap(out, op)
         out_tensor = out
         out_array = out._data
     xp = _dispatch.xp_of(device)
     ufunc = getattr(xp, ufunc_name)
     compute_np = compute.numpy
     arrays = [_array_of(v, device) for v in operands]
+    arrays = [_cast(a, compute_np, xp) if isinstance(a, _Number) and not hasattr(a, "dtype")
+              and not (isinstance(a, complex) and not compute.is_complex) else a
+              for a in arrays]
     kwargs = extra_kwargs or {}
     if all(getattr(a, "dtype", compute_np) == compute_np for a in arrays) and \
             not any(isinstance(a, _Number) and not hasattr(a, "dtype") and isinstance(a, complex)
@@ -140,7 +159,45 @@ _COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
             "logical_or": "logical_or", "logical_xor": "logical_xor"}
 
 
+_FAST_SCALARS = (int, float)
+
+
+def _fast_binary(op: str, a: Tensor, b, out: Tensor | None):
+    """The hot path of ``tensor op scalar`` and ``tensor op same-shaped tensor`` when promotion
+    cannot change the dtype; None when the general path is needed."""
+    dtype = a._dtype
+    if a._guard is not None or not (dtype.is_floating_point or dtype in _FAST_INTS):
+        return None
+    data = a._data
+    if type(b) is Tensor:
+        if b._dtype is not dtype or b._device != a._device or b._data.shape != data.shape \
+                or b._guard is not None:
+            return None
+        other = b._data
+    elif type(b) in _FAST_SCALARS:
+        if type(b) is float and not dtype.is_floating_point:
+            return None
+        if type(b) is int and not -(1 << 31) < b < (1 << 31):
+            return None
+        other = b
+    else:
+        return None
+    device = a._device
+    if out is None:
+        out = Tensor._make(_dispatch.empty(device, data.shape, dtype), device, dtype)
+    elif out is not a or 0 in data.strides:
+        return None
+    kernel = functools.partial(_UFUNCS[device.type == "cpu"][op], data, other, out=out._data)
+    kernel.__name__ = op
+    _dispatch.launch(device, kernel)
+    return out
+
+
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
+    if op in _FAST_OPS and type(a) is Tensor:
+        result = _fast_binary(op, a, b, out)
+        if result is not None:
+            return result
     if op in _COMPARE:
         return elementwise(op, _COMPARE[op], [a, b], out=out, result=_dtype.bool)
     if op == "div":
@@ -192,12 +249,33 @@ def fill_(tensor: Tensor, value) -> Tensor:
 
         return _transfer.copy_(tensor, value.reshape(()))
     _check_operand(value, "fill_")
+    check_no_overlap(tensor, "fill_")
     data = tensor._data
-    scalar = tensor.dtype.numpy.type(value) if not isinstance(value, complex) or \
-        tensor.dtype.is_complex else tensor.dtype.numpy.type(value.real)
+    if isinstance(value, complex) and not tensor.dtype.is_complex:
+        value = value.real
+    scalar = _cast(value, tensor.dtype.numpy, None)  # wraps out-of-range ints, as PyTorch does
 
     def kernel():
         data.fill(scalar)
     kernel.__name__ = "fill"
     _dispatch.launch(tensor.device, kernel)
     return tensor
+
+
+_FAST_OPS = frozenset(("add", "sub", "mul", "maximum", "minimum"))
+_FAST_INTS = (_dtype.int32, _dtype.int64)
+
+
+class _UfuncTable(dict):
+    """``{is_cpu: {op: ufunc}}`` filled on first use (the accelerator's xp imports lazily)."""
+
+    def __missing__(self, is_cpu):
+        from .backends import accelerator_backend, host_backend
+
+        xp = host_backend().xp if is_cpu else accelerator_backend().xp
+        table = {op: getattr(xp, _BINARY[op]) for op in _FAST_OPS}
+        self[is_cpu] = table
+        return table
+
+
+_UFUNCS = _UfuncTable()

@@ -92,6 +92,8 @@ class Tensor:
         return strides[_normalize_dim(dim, len(strides))]
 
     def is_contiguous(self) -> bool:
+        if self._data.size == 0:  # NumPy gives empty arrays zero strides; PyTorch says True
+            return True
         expected = _dispatch.c_strides(self._data.shape, self._dtype.itemsize)
         return all(size <= 1 or stride == want for size, stride, want in
                    zip(self._data.shape, self._data.strides, expected))
@@ -100,9 +102,12 @@ class Tensor:
     def is_cuda(self) -> bool:
         return self._device.type == "cuda"
 
-    @property
-    def is_floating_point(self):
+    def is_floating_point(self) -> bool:
+        """Whether the dtype is a floating point type (a method, as in PyTorch)."""
         return self._dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return self._dtype.is_complex
 
     def data_ptr(self) -> int:
         """Address of the first element in the device's address space."""
@@ -114,6 +119,12 @@ class Tensor:
         if self._data.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return self._data.shape[0]
+
+    def __iter__(self):
+        """Views of the slices along the first dimension (TypeError for a 0-d tensor)."""
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
 
     # -- guard for graph outputs (see compiler) -----------------------------------------------
     def _check_guard(self) -> None:

@@ -78,6 +78,9 @@ def copy_(dst: Tensor, src) -> Tensor:
         src = _creation.tensor(src)
     src._check_guard()
     _check_broadcast(dst, src.shape)
+    from . import _ops
+
+    _ops.check_no_overlap(dst, "copy_")
     if src.device == dst.device:
         _dispatch.launch(dst.device, _assign_kernel(dst._data, src._data))
     elif dst.device.type == "cpu":
@@ -95,7 +98,8 @@ def _copy_from_host(dst: Tensor, host: np.ndarray) -> None:
     native = _state.current_native_stream(dst.device.index)
     _state.check_capture_safe("copy from the host (tensor creation/copy_)", native)
     backend = _dispatch.backend_of(dst.device)
-    staged = np.ascontiguousarray(np.broadcast_to(host, dst.shape).astype(dst.dtype.numpy))
+    # np.array, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,)
+    staged = np.array(np.broadcast_to(host, dst.shape), dtype=dst.dtype.numpy, order="C")
     if dst.is_contiguous():
         backend.from_host(native, dst._data, staged)
         return

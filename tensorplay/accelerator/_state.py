@@ -68,10 +68,12 @@ def set_current_stream(stream) -> None:
 class CaptureRecord:
     """One capture in flight: which stream, thread and mode, and whether it was invalidated."""
 
-    __slots__ = ("native_stream", "device_index", "thread_id", "mode", "invalidated_by")
+    __slots__ = ("native_stream", "body_streams", "device_index", "thread_id", "mode",
+                 "invalidated_by")
 
     def __init__(self, native_stream, device_index: int, mode: str):
         self.native_stream = native_stream
+        self.body_streams: list = []  # open conditional bodies record into this capture too
         self.device_index = device_index
         self.thread_id = threading.get_ident()
         self.mode = mode
@@ -98,6 +100,13 @@ def active_captures() -> list[CaptureRecord]:
         return list(_captures)
 
 
+def _records_into(record: CaptureRecord, native_stream) -> bool:
+    if native_stream is None:
+        return False
+    return record.native_stream is native_stream or any(
+        body is native_stream for body in record.body_streams)
+
+
 def check_capture_safe(call: str, native_stream=None) -> None:
     """Raise if ``call`` (which waits for the device) is prohibited now; see Note
     [capture-unsafe calls]. ``native_stream``: the stream the call would wait on, if any."""
@@ -109,14 +118,14 @@ def check_capture_safe(call: str, native_stream=None) -> None:
                        if c.invalidated_by is None and (
                            (c.thread_id == me and c.mode != "relaxed")
                            or (c.thread_id != me and c.mode == "global")
-                           or (native_stream is not None and c.native_stream is native_stream))]
+                           or _records_into(c, native_stream))]
         for record in prohibiting:
             record.invalidated_by = call
     if prohibiting:
         first = prohibiting[0]
         backend = accelerator_backend()
         where = f"{backend.device_type}:{first.device_index}"
-        if native_stream is not None and first.native_stream is native_stream:
+        if _records_into(first, native_stream):
             why = (f"it would wait on the capturing stream itself, which no mode allows "
                    f"(capture_error_mode={first.mode!r})")
         elif first.thread_id == me:

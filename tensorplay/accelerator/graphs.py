@@ -285,6 +285,7 @@ class Graph:
         body = Stream._wrap(body_native, self._device_index)
         _allocator(self._device_index).begin_allocate_to_pool(self._pool_id, body_native)
         self._bodies.append((body, parent))
+        self._record.body_streams.append(body_native)
         _state.set_current_stream(body)
 
     def begin_capture_to_if_node(self, scalar_pred) -> None:
@@ -317,6 +318,7 @@ class Graph:
             raise RuntimeError("end_capture_to_conditional_node: no conditional node is open "
                                "(unbalanced with begin_capture_to_if_node/while_node)")
         body, parent = self._bodies.pop()
+        self._record.body_streams.remove(body._native)
         self._backend.end_conditional(body._native)
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id, body._native)
         _state.set_current_stream(parent)

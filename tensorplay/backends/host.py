@@ -14,6 +14,11 @@ from .._dtype import all_dtypes
 __all__ = ["HostBackend", "create_backend"]
 
 
+class _NotOnHost(RuntimeError, AttributeError):
+    """Asked the host for an accelerator facility; also an AttributeError so that optional
+    backend hooks (``getattr(backend, "matmul", None)``) read as absent."""
+
+
 class HostBackend:
     """The host: implements the array half of the Backend protocol; no streams or graphs."""
 
@@ -48,7 +53,7 @@ class HostBackend:
         array[...] = host_array
 
     def __getattr__(self, name):
-        raise RuntimeError(f"the host backend ('cpu') has no {name}(): streams, events, graphs "
+        raise _NotOnHost(f"the host backend ('cpu') has no {name}(): streams, events, graphs "
                            f"and raw device memory belong to an accelerator")
 
 

@@ -1,0 +1,242 @@
+"""The module-level functions ``tensorplay`` exports (``tp.add``, ``tp.exp``, ``tp.sum``,
+``tp.matmul``, ``tp.reshape`` ...): a thin table over ``_ops``, ``_reductions``, ``_combine``,
+``_views`` and ``_indexing``, which hold the one implementation each.
+
+The elementwise functions take ``out=`` (the result is written into that tensor, which must have
+the broadcast shape and a dtype the result can be cast to). ``add``/``sub`` take ``alpha``
+(``a + alpha * b``) and ``div`` takes ``rounding_mode`` (None, ``"trunc"``, ``"floor"``), as in
+PyTorch.
+"""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+
+from . import _combine, _dtype, _indexing, _ops, _reductions, _views
+from ._tensor import Tensor
+
+_ALIASES = {  # PyTorch's alternative names
+    "subtract": "sub", "multiply": "mul", "divide": "div", "true_divide": "div",
+    "greater": "gt", "greater_equal": "ge", "less": "lt", "less_equal": "le",
+    "not_equal": "ne", "negative": "neg", "absolute": "abs", "arcsin": "asin",
+    "arccos": "acos", "arctan": "atan", "arctan2": "atan2", "fix": "trunc",
+}
+_CUSTOM_BINARY = ("add", "sub", "div")
+
+
+def _binary(op: str):
+    def function(input, other, *, out: Tensor | None = None) -> Tensor:
+        return _ops.binary(op, input, other, out=out)
+    function.__name__ = function.__qualname__ = op
+    function.__doc__ = f"Elementwise ``{op}`` with broadcasting and PyTorch type promotion."
+    return function
+
+
+def _unary(op: str):
+    def function(input, *, out: Tensor | None = None) -> Tensor:
+        return _ops.unary(op, input, out=out)
+    function.__name__ = function.__qualname__ = op
+    function.__doc__ = f"Elementwise ``{op}``."
+    return function
+
+
+def _check_alpha(input, other, alpha, op: str) -> None:
+    if isinstance(alpha, builtins.bool) or not isinstance(alpha, (int, float, complex, np.number)):
+        raise TypeError(f"{op}(): alpha must be a number, got {type(alpha).__name__}")
+    promoted = _dtype.result_type(input, other)
+    if isinstance(alpha, (float, np.floating)) and not (promoted.is_floating_point or
+                                                        promoted.is_complex):
+        raise RuntimeError(f"{op}(): for integral input tensors, argument alpha must not be a "
+                           f"floating point number (got {alpha})")
+
+
+def add(input, other, *, alpha=1, out: Tensor | None = None) -> Tensor:
+    """``input + alpha * other`` with broadcasting and PyTorch type promotion."""
+    if alpha != 1:
+        _check_alpha(input, other, alpha, "add")
+        other = _ops.binary("mul", other, alpha)
+    return _ops.binary("add", input, other, out=out)
+
+
+def sub(input, other, *, alpha=1, out: Tensor | None = None) -> Tensor:
+    """``input - alpha * other`` with broadcasting and PyTorch type promotion."""
+    if alpha != 1:
+        _check_alpha(input, other, alpha, "sub")
+        other = _ops.binary("mul", other, alpha)
+    return _ops.binary("sub", input, other, out=out)
+
+
+def add_(input, other, *, alpha=1) -> Tensor:
+    return add(input, other, alpha=alpha, out=input)
+
+
+def sub_(input, other, *, alpha=1) -> Tensor:
+    return sub(input, other, alpha=alpha, out=input)
+
+
+def _trunc_divide(xp, a, b):
+    if a.dtype.kind == "f":
+        return xp.trunc(a / b)
+    quotient = xp.floor_divide(a, b)
+    inexact = (xp.remainder(a, b) != 0) & ((a < 0) != (b < 0))
+    return quotient + inexact.astype(quotient.dtype)
+
+
+def div(input, other, *, rounding_mode: str | None = None, out: Tensor | None = None) -> Tensor:
+    """True division (integers give float32), or rounded: ``"trunc"`` toward zero, ``"floor"``
+    down (both keep integer dtypes, as in PyTorch).
+
+    Raises:
+        ValueError: another ``rounding_mode``.
+    """
+    if rounding_mode is None:
+        return _ops.binary("div", input, other, out=out)
+    if rounding_mode == "floor":
+        return _ops.binary("floor_divide", input, other, out=out)
+    if rounding_mode == "trunc":
+        return _combine._apply("div", [input, other], _trunc_divide, out=out)
+    raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
+                     f"found {rounding_mode!r}")
+
+
+def div_(input, other, *, rounding_mode: str | None = None) -> Tensor:
+    return div(input, other, rounding_mode=rounding_mode, out=input)
+
+
+def _to_bool(_promoted):
+    return _dtype.bool
+
+
+def _same(promoted):
+    return promoted
+
+
+def isnan(input) -> Tensor:
+    """Where the elements are NaN (bool)."""
+    return _combine._apply("isnan", [input], lambda xp, x: xp.isnan(x),
+                           result=_to_bool, compute=_same)
+
+
+def isinf(input) -> Tensor:
+    """Where the elements are +-inf (bool)."""
+    return _combine._apply("isinf", [input], lambda xp, x: xp.isinf(x),
+                           result=_to_bool, compute=_same)
+
+
+def isfinite(input) -> Tensor:
+    """Where the elements are neither inf nor NaN (bool)."""
+    return _combine._apply("isfinite", [input], lambda xp, x: xp.isfinite(x),
+                           result=_to_bool, compute=_same)
+
+
+def rsqrt(input) -> Tensor:
+    """``1 / sqrt(x)``; integer input gives float32."""
+    return _combine._apply("rsqrt", [input], lambda xp, x: 1 / xp.sqrt(x),
+                           result=_combine._floating("rsqrt"))
+
+
+def clone(input) -> Tensor:
+    """A contiguous copy on the same device."""
+    return _combine._tensor_arg(input, "clone", "input").clone()
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input) -> bool:
+    return _combine._tensor_arg(input, "is_floating_point", "input").dtype.is_floating_point
+
+
+def is_complex(input) -> bool:
+    return _combine._tensor_arg(input, "is_complex", "input").dtype.is_complex
+
+
+def numel(input) -> int:
+    return _combine._tensor_arg(input, "numel", "input").numel()
+
+
+def broadcast_shapes(*shapes) -> tuple[int, ...]:
+    """The shape that ``shapes`` broadcast to (ValueError if they do not)."""
+    return _ops._broadcast_shape("broadcast_shapes", *(tuple(s) if isinstance(s, (tuple, list))
+                                                       else (s,) for s in shapes))
+
+
+def broadcast_tensors(*tensors) -> tuple[Tensor, ...]:
+    """Views of the tensors expanded to their common shape."""
+    if len(tensors) == 1 and isinstance(tensors[0], (list, tuple)):
+        tensors = tuple(tensors[0])
+    shape = _ops._broadcast_shape("broadcast_tensors", *(t.shape for t in tensors))
+    return tuple(_views.expand(t, shape) for t in tensors)
+
+
+# -- Tensor methods that live here ----------------------------------------------------------
+def _converter(name: str, dtype: _dtype.dtype):
+    def method(self) -> Tensor:
+        return self.to(dtype)
+    method.__name__ = name
+    method.__doc__ = f"This tensor as {dtype} (itself if it already is)."
+    return method
+
+
+def _new(kind: str):
+    def method(self, *size, dtype=None, device=None) -> Tensor:
+        from . import _creation
+
+        dtype = self.dtype if dtype is None else dtype
+        device = self.device if device is None else device
+        if kind == "tensor":
+            return _creation.tensor(size[0], dtype=dtype, device=device)
+        if kind == "full":
+            shape, value = size
+            return _creation.full(shape, value, dtype=dtype, device=device)
+        return getattr(_creation, kind)(*size, dtype=dtype, device=device)
+    method.__name__ = f"new_{kind}"
+    method.__doc__ = f"A new ``{kind}`` tensor with this tensor's dtype and device by default."
+    return method
+
+
+TENSOR_METHODS = ("add", "sub", "add_", "sub_", "div", "div_", "isnan", "isinf", "isfinite",
+                  "rsqrt")
+_METHOD_ONLY = ("view", "view_as", "reshape_as", "expand", "expand_as")  # not torch.* functions
+#: methods whose names would shadow builtins here; installed by ``_methods.install``
+TENSOR_EXTRA_METHODS = {
+    **{name: _converter(name, dtype) for name, dtype in (
+        ("float", _dtype.float32), ("double", _dtype.float64), ("half", _dtype.float16),
+        ("bfloat16", _dtype.bfloat16), ("int", _dtype.int32), ("long", _dtype.int64),
+        ("short", _dtype.int16), ("char", _dtype.int8), ("byte", _dtype.uint8),
+        ("bool", _dtype.bool), ("cfloat", _dtype.complex64), ("cdouble", _dtype.complex128))},
+    **{f"new_{kind}": _new(kind) for kind in ("zeros", "ones", "empty", "full", "tensor")},
+    **{alias: f"{target}" for alias, target in _ALIASES.items()},
+}
+
+
+# -- the table ------------------------------------------------------------------------------
+def _build() -> list[str]:
+    names = []
+    table = globals()
+    binary_ops = list(_ops._BINARY) + list(_ops._COMPARE) + ["div"]
+    for op in binary_ops:
+        if op not in _CUSTOM_BINARY:
+            table[op] = _binary(op)
+        names.append(op)
+    for op in _ops._UNARY:
+        table[op] = _unary(op)
+        names.append(op)
+    for alias, target in _ALIASES.items():
+        table[alias] = table[target]
+        names.append(alias)
+    for module in (_reductions, _combine, _views, _indexing):
+        for name in module.__all__:
+            if name in ("getitem", "setitem") or name in _METHOD_ONLY:
+                continue
+            table[name] = getattr(module, name)
+            names.append(name)
+    names += ["isnan", "isinf", "isfinite", "rsqrt", "clone", "is_tensor", "is_floating_point",
+              "is_complex", "numel", "broadcast_shapes", "broadcast_tensors"]
+    return sorted(set(names))
+
+
+__all__ = _build()

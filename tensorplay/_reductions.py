@@ -1,0 +1,518 @@
+"""Reductions (``sum mean prod amax amin max min argmax argmin all any std var norm logsumexp
+count_nonzero``) and scans (``cumsum cumprod``), with PyTorch's ``dim``/``keepdim``/``dtype`` rules.
+
+Each op works out the result's shape and dtype from metadata alone, takes the result's memory
+from ``_dispatch.empty`` and launches one kernel that calls the ``xp`` reduction. Dtype rules
+follow PyTorch: ``sum``/``prod``/``cumsum`` of bool and integer tensors give int64; ``mean``,
+``std``, ``var``, ``norm`` need a floating (or complex) input, or an explicit ``dtype=``;
+float16 and bfloat16 accumulate in float32 and round once at the end.
+
+``dim`` may be an int, a tuple of ints, or None (every dimension). A 0-d tensor accepts
+``dim=0``/``-1``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+from collections import namedtuple
+
+import numpy as np
+
+from . import _dispatch, _dtype
+from ._tensor import Tensor, _normalize_dim
+
+__all__ = ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "all", "any",
+           "std", "var", "norm", "logsumexp", "cumsum", "cumprod", "count_nonzero", "sort",
+           "argsort", "topk", "return_types"]
+
+TENSOR_METHODS = ("sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "all",
+                  "any", "std", "var", "norm", "logsumexp", "cumsum", "cumprod", "count_nonzero",
+                  "sort", "argsort", "topk")
+
+
+class return_types:
+    """The named tuples ``max``/``min`` (with a ``dim``), ``sort`` and ``topk`` return."""
+
+    max = namedtuple("max", ["values", "indices"])
+    min = namedtuple("min", ["values", "indices"])
+    sort = namedtuple("sort", ["values", "indices"])
+    topk = namedtuple("topk", ["values", "indices"])
+
+
+# -- shared machinery ---------------------------------------------------------------------------
+def _quiet(xp):
+    """Silence NumPy's floating-point warnings inside a kernel (PyTorch does not warn)."""
+    return np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
+
+
+def _check_tensor(value, op: str) -> Tensor:
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{op}(): expected a Tensor, got {type(value).__name__}")
+    value._check_guard()
+    return value
+
+
+def _axes(tensor: Tensor, dim, op: str) -> tuple[int, ...]:
+    """The reduced dimensions, normalized; ``None`` means all of them."""
+    ndim = tensor.ndim
+    if dim is None:
+        return tuple(range(ndim))
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    if not dims:
+        return tuple(range(ndim))  # PyTorch: an empty dim list reduces everything
+    axes = tuple(_normalize_dim(d, ndim) for d in dims)
+    for d in axes:
+        if axes.count(d) > 1:
+            raise RuntimeError(f"{op}(): dim {d} appears multiple times in the list of dims")
+    return () if ndim == 0 else axes
+
+
+def _reduced_shape(shape, axes, keepdim: bool) -> tuple[int, ...]:
+    if keepdim:
+        return tuple(1 if d in axes else s for d, s in enumerate(shape))
+    return tuple(s for d, s in enumerate(shape) if d not in axes)
+
+
+def _xp_axis(tensor: Tensor, axes):
+    """The ``axis=`` argument for xp: None for a 0-d tensor (xp has no axis 0 there)."""
+    return None if tensor.ndim == 0 else axes
+
+
+def _accumulate(dtype: _dtype.dtype) -> _dtype.dtype:
+    """Half-width floats accumulate in float32."""
+    return _dtype.float32 if dtype in (_dtype.float16, _dtype.bfloat16) else dtype
+
+
+def _new(device, shape, dtype: _dtype.dtype):
+    _dispatch.check_dtype_supported(device, dtype)
+    return _dispatch.empty(device, shape, dtype)
+
+
+def _reduce(op: str, tensor: Tensor, axes, keepdim: bool, result: _dtype.dtype, body) -> Tensor:
+    """Launch ``out[...] = body(xp, a, axis, keepdims)`` into a new result tensor."""
+    device = tensor.device
+    shape = _reduced_shape(tensor.shape, axes, keepdim)
+    out = _new(device, shape, result)
+    data, xp, axis = tensor._data, _dispatch.xp_of(device), _xp_axis(tensor, axes)
+
+    def kernel():
+        with _quiet(xp):
+            out[...] = body(xp, data, axis, keepdim)
+    _dispatch.launch(device, _dispatch.named(op, kernel, shape=shape))
+    return Tensor._make(out, device, result)
+
+
+def _check_nonempty(op: str, tensor: Tensor, axes) -> None:
+    for d in axes:
+        if tensor.shape[d] == 0:
+            raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size "
+                             f"(the tensor has shape {tensor.shape}); the reduction has no "
+                             f"identity")
+
+
+def _need_float(op: str, dtype: _dtype.dtype) -> None:
+    if not (dtype.is_floating_point or dtype.is_complex):
+        raise RuntimeError(f"{op}(): could not infer output dtype. Input dtype must be either "
+                           f"a floating point or complex dtype. Got: {dtype.name}; pass "
+                           f"dtype=tensorplay.float32 or convert with .float() first")
+
+
+def _real(dtype: _dtype.dtype) -> _dtype.dtype:
+    if dtype is _dtype.complex64:
+        return _dtype.float32
+    if dtype is _dtype.complex128:
+        return _dtype.float64
+    return dtype
+
+
+def _sum_like(op: str, tensor, dim, keepdim, dtype, reducer: str) -> Tensor:
+    tensor = _check_tensor(tensor, op)
+    axes = _axes(tensor, dim, op)
+    if dtype is not None:
+        result = _dtype.to_dtype(dtype)
+    elif tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+        result = tensor.dtype
+    else:
+        result = _dtype.int64
+    acc = _accumulate(result).numpy
+
+    def body(xp, a, axis, keepdims):
+        return getattr(xp, reducer)(a, axis=axis, keepdims=keepdims, dtype=acc)
+    return _reduce(op, tensor, axes, keepdim, result, body)
+
+
+# -- sums and products ------------------------------------------------------------------------
+def sum(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Sum over ``dim`` (all dims by default). Bool and integer inputs give int64, unless
+    ``dtype`` (the dtype the input is cast to first) says otherwise."""
+    return _sum_like("sum", input, dim, keepdim, dtype, "sum")
+
+
+def prod(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Product over ``dim`` (PyTorch takes one int; a tuple also works here)."""
+    return _sum_like("prod", input, dim, keepdim, dtype, "prod")
+
+
+def mean(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
+    """Mean over ``dim``.
+
+    Raises:
+        RuntimeError: for bool/integer input without a floating ``dtype=``, as in PyTorch.
+    """
+    tensor = _check_tensor(input, "mean")
+    result = tensor.dtype if dtype is None else _dtype.to_dtype(dtype)
+    _need_float("mean", result)
+    axes = _axes(tensor, dim, "mean")
+    acc = _accumulate(result).numpy
+
+    def body(xp, a, axis, keepdims):
+        return xp.mean(a, axis=axis, keepdims=keepdims, dtype=acc)
+    return _reduce("mean", tensor, axes, keepdim, result, body)
+
+
+def count_nonzero(input, dim=None) -> Tensor:
+    """The number of nonzero elements over ``dim`` (int64)."""
+    tensor = _check_tensor(input, "count_nonzero")
+    axes = _axes(tensor, dim, "count_nonzero")
+
+    def body(xp, a, axis, keepdims):
+        return xp.sum(a != 0, axis=axis, keepdims=keepdims, dtype=np.int64)
+    return _reduce("count_nonzero", tensor, axes, False, _dtype.int64, body)
+
+
+# -- extrema ----------------------------------------------------------------------------------
+def _extreme(op: str, tensor, dim, keepdim: bool, reducer: str) -> Tensor:
+    tensor = _check_tensor(tensor, op)
+    axes = _axes(tensor, dim, op)
+    _check_nonempty(op, tensor, axes)
+
+    def body(xp, a, axis, keepdims):
+        return getattr(xp, reducer)(a, axis=axis, keepdims=keepdims)
+    return _reduce(op, tensor, axes, keepdim, tensor.dtype, body)
+
+
+def amax(input, dim=(), keepdim: bool = False) -> Tensor:
+    """Maximum over ``dim`` (all dims by default); NaN propagates."""
+    return _extreme("amax", input, dim, keepdim, "amax")
+
+
+def amin(input, dim=(), keepdim: bool = False) -> Tensor:
+    """Minimum over ``dim`` (all dims by default); NaN propagates."""
+    return _extreme("amin", input, dim, keepdim, "amin")
+
+
+def _arg_extreme(op: str, tensor, dim, keepdim: bool, finder: str) -> Tensor:
+    tensor = _check_tensor(tensor, op)
+    if dim is None:
+        if tensor.numel() == 0:
+            raise RuntimeError(f"{op}(): Expected reduction dim to be specified for "
+                               f"input.numel() == 0.")
+        shape = (1,) * tensor.ndim if keepdim else ()
+        out = _new(tensor.device, shape, _dtype.int64)
+        data, xp = tensor._data, _dispatch.xp_of(tensor.device)
+
+        def kernel():
+            out[...] = getattr(xp, finder)(data)
+        _dispatch.launch(tensor.device, _dispatch.named(op, kernel))
+        return Tensor._make(out, tensor.device, _dtype.int64)
+    axes = _axes(tensor, dim, op)
+    _check_nonempty(op, tensor, axes)
+    axis = axes[0] if axes else None
+
+    def body(xp, a, _axis, keepdims):
+        return getattr(xp, finder)(a, axis=axis, keepdims=keepdims)
+    return _reduce(op, tensor, axes, keepdim, _dtype.int64, body)
+
+
+def argmax(input, dim=None, keepdim: bool = False) -> Tensor:
+    """Index of the (first) maximum: flat over all elements when ``dim`` is None."""
+    return _arg_extreme("argmax", input, dim, keepdim, "argmax")
+
+
+def argmin(input, dim=None, keepdim: bool = False) -> Tensor:
+    """Index of the (first) minimum: flat over all elements when ``dim`` is None."""
+    return _arg_extreme("argmin", input, dim, keepdim, "argmin")
+
+
+def _values_indices(op: str, tensor: Tensor, dim, keepdim: bool, finder: str):
+    if isinstance(dim, (tuple, list)):
+        raise TypeError(f"{op}(): dim must be one int, got {dim!r}; use amax/amin to reduce "
+                        f"over several dims")
+    axes = _axes(tensor, dim, op)
+    _check_nonempty(op, tensor, axes)
+    device = tensor.device
+    shape = _reduced_shape(tensor.shape, axes, keepdim)
+    values = _new(device, shape, tensor.dtype)
+    indices = _new(device, shape, _dtype.int64)
+    data, xp = tensor._data, _dispatch.xp_of(device)
+    axis = axes[0] if axes else None
+
+    def kernel():
+        if axis is None:  # a 0-d tensor
+            values[...] = data
+            indices[...] = 0
+            return
+        found = getattr(xp, finder)(data, axis=axis, keepdims=True)
+        picked = xp.take_along_axis(data, found, axis=axis)
+        if not keepdim:
+            found, picked = found.squeeze(axis), picked.squeeze(axis)
+        values[...] = picked
+        indices[...] = found
+    _dispatch.launch(device, _dispatch.named(op, kernel, shape=shape))
+    result = getattr(return_types, op)
+    return result(Tensor._make(values, device, tensor.dtype),
+                  Tensor._make(indices, device, _dtype.int64))
+
+
+def _max_min(op: str, input, dim, keepdim, other):
+    finder = "argmax" if op == "max" else "argmin"
+    if isinstance(dim, Tensor) or other is not None:
+        from . import _ops
+
+        return _ops.binary("maximum" if op == "max" else "minimum", input,
+                           dim if other is None else other)
+    tensor = _check_tensor(input, op)
+    if dim is None:
+        if keepdim:
+            raise TypeError(f"{op}(): keepdim needs a dim")
+        if tensor.numel() == 0:
+            raise RuntimeError(f"{op}(): Expected reduction dim to be specified for "
+                               f"input.numel() == 0. Specify the reduction dim with the 'dim' "
+                               f"argument.")
+        return _extreme(op, tensor, None, False, "amax" if op == "max" else "amin")
+    return _values_indices(op, tensor, dim, keepdim, finder)
+
+
+def max(input, dim=None, keepdim: bool = False, *, other=None):
+    """``max(t)``: the maximum as a 0-d tensor. ``max(t, dim, keepdim=False)``: a named tuple
+    ``(values, indices)``. ``max(t, other_tensor)``: the elementwise ``maximum``."""
+    return _max_min("max", input, dim, keepdim, other)
+
+
+def min(input, dim=None, keepdim: bool = False, *, other=None):
+    """``min(t)``, ``min(t, dim)`` -> ``(values, indices)``, or elementwise ``min(t, other)``."""
+    return _max_min("min", input, dim, keepdim, other)
+
+
+# -- logical ----------------------------------------------------------------------------------
+def _logical(op: str, input, dim, keepdim: bool) -> Tensor:
+    tensor = _check_tensor(input, op)
+    axes = _axes(tensor, dim, op)
+    result = _dtype.uint8 if tensor.dtype is _dtype.uint8 else _dtype.bool
+
+    def body(xp, a, axis, keepdims):
+        return getattr(xp, op)(a, axis=axis, keepdims=keepdims)
+    return _reduce(op, tensor, axes, keepdim, result, body)
+
+
+def all(input, dim=None, keepdim: bool = False) -> Tensor:
+    """Whether every element over ``dim`` is nonzero (bool; uint8 for uint8 input)."""
+    return _logical("all", input, dim, keepdim)
+
+
+def any(input, dim=None, keepdim: bool = False) -> Tensor:
+    """Whether some element over ``dim`` is nonzero (bool; uint8 for uint8 input)."""
+    return _logical("any", input, dim, keepdim)
+
+
+# -- statistics -------------------------------------------------------------------------------
+def _correction(correction, unbiased) -> float:
+    if unbiased is not None:
+        if correction is not None:
+            raise TypeError("std/var: give either correction= or unbiased=, not both")
+        return 1 if unbiased else 0
+    return 1 if correction is None else correction
+
+
+def _moment(op: str, input, dim, unbiased, keepdim, correction) -> Tensor:
+    if isinstance(dim, builtins.bool):  # the legacy var(t, unbiased) spelling
+        dim, unbiased = None, dim
+    tensor = _check_tensor(input, op)
+    if not (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
+        raise RuntimeError(f"{op}(): std and var only support floating point and complex "
+                           f"dtypes, got {tensor.dtype.name}")
+    ddof = _correction(correction, unbiased)
+    axes = _axes(tensor, dim, op)
+    result = _real(tensor.dtype)
+    acc = None if tensor.dtype.is_complex else _accumulate(result).numpy
+
+    def body(xp, a, axis, keepdims):
+        value = xp.var(a, axis=axis, keepdims=keepdims, ddof=ddof, dtype=acc)
+        return xp.sqrt(value) if op == "std" else value
+    return _reduce(op, tensor, axes, keepdim, result, body)
+
+
+def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Variance over ``dim`` with Bessel's ``correction`` (default 1; ``unbiased=False`` means
+    0). Complex input gives a real result. Fewer than ``correction + 1`` elements give inf/nan."""
+    return _moment("var", input, dim, unbiased, keepdim, correction)
+
+
+def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None) -> Tensor:
+    """Standard deviation: the square root of :func:`var` (same arguments)."""
+    return _moment("std", input, dim, unbiased, keepdim, correction)
+
+
+def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+    """The vector p-norm over ``dim`` (all elements by default): ``p`` a number, ``inf``,
+    ``-inf``, or ``"fro"`` (the 2-norm). Complex input gives a real result.
+
+    Raises:
+        RuntimeError: for bool/integer input. ValueError: for an unsupported ``p`` ("nuc").
+    """
+    tensor = _check_tensor(input, "norm")
+    if dtype is not None:
+        tensor = tensor.to(_dtype.to_dtype(dtype))
+    if not (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
+        raise RuntimeError(f"norm(): Expected a floating point or complex tensor as input. "
+                           f"Got {tensor.dtype.name}")
+    if p == "fro" or p is None:
+        p = 2
+    if isinstance(p, str) or isinstance(p, builtins.bool) or \
+            not isinstance(p, (int, float, np.number)):
+        raise ValueError(f"norm(): p must be a number, inf, -inf or 'fro', got {p!r}")
+    p = float(p)
+    axes = _axes(tensor, dim, "norm")
+    if np.isinf(p) and tensor.numel() == 0:
+        raise RuntimeError("norm(): cannot compute the inf norm on an empty tensor because "
+                           "the operation does not have an identity")
+    result = _real(tensor.dtype)
+    acc = _accumulate(result).numpy
+
+    def body(xp, a, axis, keepdims):
+        x = xp.abs(a).astype(acc, copy=False)
+        if p == 2:
+            return xp.sqrt(xp.sum(x * x, axis=axis, keepdims=keepdims))
+        if p == np.inf:
+            return xp.amax(x, axis=axis, keepdims=keepdims)
+        if p == -np.inf:
+            return xp.amin(x, axis=axis, keepdims=keepdims)
+        if p == 0:
+            return xp.sum(x != 0, axis=axis, keepdims=keepdims, dtype=acc)
+        if p == 1:
+            return xp.sum(x, axis=axis, keepdims=keepdims)
+        return xp.sum(x ** p, axis=axis, keepdims=keepdims) ** (1.0 / p)
+    return _reduce("norm", tensor, axes, keepdim, result, body)
+
+
+def logsumexp(input, dim, keepdim: bool = False) -> Tensor:
+    """``log(sum(exp(x)))`` over ``dim``, computed stably (subtracting the maximum); integer
+    input gives float32. An empty reduction gives ``-inf``."""
+    tensor = _check_tensor(input, "logsumexp")
+    axes = _axes(tensor, dim, "logsumexp")
+    result = tensor.dtype if tensor.dtype.is_floating_point or tensor.dtype.is_complex \
+        else _dtype.get_default_dtype()
+    acc = _accumulate(result).numpy
+    empty = builtins.any(tensor.shape[d] == 0 for d in axes)
+
+    def body(xp, a, axis, keepdims):
+        x = a.astype(acc, copy=False)
+        if empty:
+            return -np.inf
+        if axis is None:
+            return x
+        top = xp.amax(x, axis=axis, keepdims=True)
+        top = xp.where(xp.isinf(top), xp.zeros_like(top), top)
+        total = xp.log(xp.sum(xp.exp(x - top), axis=axis, keepdims=True)) + top
+        return total if keepdims else total.squeeze(axis)
+    return _reduce("logsumexp", tensor, axes, keepdim, result, body)
+
+
+# -- scans ------------------------------------------------------------------------------------
+def _scan(op: str, input, dim, dtype, scanner: str) -> Tensor:
+    tensor = _check_tensor(input, op)
+    axis = _normalize_dim(dim, tensor.ndim)
+    if dtype is not None:
+        result = _dtype.to_dtype(dtype)
+    elif tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+        result = tensor.dtype
+    else:
+        result = _dtype.int64
+    acc = _accumulate(result).numpy
+    device = tensor.device
+    out = _new(device, tensor.shape, result)
+    data, xp = tensor._data, _dispatch.xp_of(device)
+    zero_d = tensor.ndim == 0
+
+    def kernel():
+        with _quiet(xp):
+            if zero_d:
+                out[...] = data
+            else:
+                out[...] = getattr(xp, scanner)(data, axis=axis, dtype=acc)
+    _dispatch.launch(device, _dispatch.named(op, kernel, shape=tensor.shape))
+    return Tensor._make(out, device, result)
+
+
+def cumsum(input, dim, *, dtype=None) -> Tensor:
+    """Running sums along ``dim`` (bool/integer input gives int64)."""
+    return _scan("cumsum", input, dim, dtype, "cumsum")
+
+
+def cumprod(input, dim, *, dtype=None) -> Tensor:
+    """Running products along ``dim`` (bool/integer input gives int64)."""
+    return _scan("cumprod", input, dim, dtype, "cumprod")
+
+
+# -- sorting ----------------------------------------------------------------------------------
+def _sorted_indices(xp, a, axis: int, descending: bool):
+    """Stable argsort; descending keeps equal elements in their original order (and puts NaN
+    first), as PyTorch's stable sort does."""
+    if not descending:
+        return xp.argsort(a, axis=axis, kind="stable")
+    flipped = xp.argsort(xp.flip(a, axis=axis), axis=axis, kind="stable")
+    return (a.shape[axis] - 1) - xp.flip(flipped, axis=axis)
+
+
+def _sort_kernel(op: str, tensor: Tensor, axis: int, descending: bool, count: int):
+    """(values, indices) arrays of the first ``count`` elements along ``axis`` once sorted."""
+    device = tensor.device
+    shape = list(tensor.shape)
+    if shape:
+        shape[axis] = count
+    shape = tuple(shape)
+    values = _new(device, shape, tensor.dtype)
+    indices = _new(device, shape, _dtype.int64)
+    data, xp, zero_d = tensor._data, _dispatch.xp_of(device), tensor.ndim == 0
+    keep = (slice(None),) * axis + (slice(0, count),)
+
+    def kernel():
+        if zero_d:
+            values[...] = data
+            indices[...] = 0
+            return
+        order = _sorted_indices(xp, data, axis, descending)[keep]
+        values[...] = xp.take_along_axis(data, order, axis=axis)
+        indices[...] = order
+    _dispatch.launch(device, _dispatch.named(op, kernel, shape=shape))
+    return Tensor._make(values, device, tensor.dtype), Tensor._make(indices, device, _dtype.int64)
+
+
+def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):
+    """Sorted values and their indices along ``dim``: ``(values, indices)``. Always stable;
+    NaN sorts as the largest value."""
+    tensor = _check_tensor(input, "sort")
+    axis = _normalize_dim(dim, tensor.ndim)
+    count = tensor.shape[axis] if tensor.ndim else 1
+    return return_types.sort(*_sort_kernel("sort", tensor, axis, descending, count))
+
+
+def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False) -> Tensor:
+    """The indices that sort ``dim`` (stable)."""
+    return sort(input, dim, descending, stable).indices
+
+
+def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
+    """The ``k`` largest (or smallest) elements along ``dim`` and their indices, in order.
+
+    Raises:
+        RuntimeError: ``k`` outside ``0..size``.
+    """
+    tensor = _check_tensor(input, "topk")
+    axis = _normalize_dim(dim, tensor.ndim)
+    size = tensor.shape[axis] if tensor.ndim else 1
+    if isinstance(k, builtins.bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= size:
+        raise RuntimeError(f"topk(): selected index k={k!r} is out of range for dimension {axis} "
+                           f"of size {size}")
+    return return_types.topk(*_sort_kernel("topk", tensor, axis, largest, int(k)))

@@ -1,0 +1,511 @@
+"""The cuda backend: NVIDIA GPUs through CuPy (array math) and cuda-bindings (the runtime).
+
+How the pieces fit:
+
+- ``_runtime.py``: :func:`~._runtime.check`, the one checker every cuda-bindings call goes
+  through (``MemoryError`` for cudaErrorMemoryAllocation, else a ``RuntimeError`` naming the call
+  and the CUDA error), plus the device guard and the relaxed-capture-mode guard.
+- ``_streams.py``: :class:`CudaStream` (a non-blocking CuPy stream, or the legacy NULL stream as
+  each device's default) and :class:`CudaEvent`.
+- ``_cupy_bridge.py``: CuPy's allocator hook into ``tensorplay._allocator`` (installed at first
+  use, not at import) and the binding of CuPy's current stream to tensorplay's.
+- ``_kernels.py``: tensorplay's NVRTC kernels (conditional-handle setter, fused staging).
+- ``_graphs.py``: capture, if/while nodes, instantiate/launch bookkeeping, DOT dumps, and
+  Note [fused staging], which ``stage_and_launch`` below implements.
+
+Tensor ops reach the device through :meth:`CudaBackend.launch`: it binds CuPy to the stream (one
+``is`` comparison when it already is) and runs the op's kernel closure, whose CuPy calls the
+driver records when that stream captures. ``graph_launch`` and ``stage_and_launch`` are the
+replay hot paths; everything they need is precomputed on the executable.
+
+``create_backend()`` raises ``ImportError`` (kept and shown by the selection) when CuPy or
+cuda-bindings cannot be imported; with both present and no GPU visible the backend exists and
+``device_count()`` is 0.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from typing import Any
+
+import numpy as np
+
+from ... import _dtype
+
+__all__ = ["CudaBackend", "CudaStream", "CudaEvent", "CudaGraph", "CudaExecutable",
+           "create_backend"]
+
+try:
+    import cupy
+    from cuda.bindings import runtime
+except Exception as exc:  # noqa: BLE001 - reported by create_backend, kept by the selection
+    _IMPORT_ERROR: BaseException | None = exc
+else:
+    _IMPORT_ERROR = None
+    from . import _cupy_bridge, _graphs, _kernels, _streams
+    from ._graphs import CudaExecutable, CudaGraph
+    from ._runtime import (NOT_READY, SUCCESS, check, device_guard, raise_error,
+                           relaxed_capture_mode)
+    from ._streams import CudaEvent, CudaStream
+
+    _graph_launch = runtime.cudaGraphLaunch
+    _memcpy_async = runtime.cudaMemcpyAsync
+    _current_cupy_stream = cupy.cuda.get_current_stream
+    _D2D = runtime.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+    _DEFAULT_KIND = runtime.cudaMemcpyKind.cudaMemcpyDefault
+    _DEVICE_MEMORY = runtime.cudaMemoryType.cudaMemoryTypeDevice
+    _SLOT_MASK = _graphs.SLOTS - 1
+    _SLOTS = _graphs.SLOTS
+    _MAX_COPIES = _kernels.MAX_COPIES
+    _chain = itertools.chain.from_iterable
+    _DESTROYED = object()   # an executable's handle after destroy: cuda-bindings rejects it
+
+_MODES = ("global", "thread_local", "relaxed")
+
+
+def _captures_in_flight() -> bool:
+    return _graphs.captures_in_flight() > 0
+
+
+class CudaBackend:
+    """The cuda backend (see the module docstring). Made by :func:`create_backend`."""
+
+    name = "cuda"
+    device_type = "cuda"
+
+    def __init__(self):
+        self.xp = cupy
+        self._count: int | None = None
+        self._properties: dict[int, dict] = {}
+        self._supported: dict[int, frozenset] = {}
+        self._service: dict[int, CudaStream] = {}
+        self._probe_memory: dict[int, int] = {}
+        self._lock = threading.Lock()
+
+    # -- devices -------------------------------------------------------------------------------
+    def device_count(self) -> int:
+        """cudaGetDeviceCount; 0 when no driver or no device is visible (never raises)."""
+        count = self._count
+        if count is None:
+            try:
+                err, found = runtime.cudaGetDeviceCount()
+                count = int(found) if err is SUCCESS else 0
+                if err is not SUCCESS:
+                    runtime.cudaGetLastError()
+            except Exception:  # noqa: BLE001 - a missing runtime library means no devices
+                count = 0
+            self._count = count
+        return count
+
+    def _check_index(self, index: int) -> int:
+        if isinstance(index, bool) or not isinstance(index, int):
+            raise TypeError(f"cuda device index must be an int, got {type(index).__name__}")
+        count = self.device_count()
+        if not 0 <= index < count:
+            if count == 0:
+                raise ValueError(f"device 'cuda:{index}' is out of range: no cuda device is "
+                                 f"visible to this process")
+            names = ", ".join(f"cuda:{i}" for i in range(count))
+            raise ValueError(f"device 'cuda:{index}' is out of range: this backend has {count} "
+                             f"cuda devices ({names})")
+        return index
+
+    def _device_properties(self, index: int) -> dict:
+        properties = self._properties.get(index)
+        if properties is None:
+            props = check(runtime.cudaGetDeviceProperties(self._check_index(index)),
+                          "cudaGetDeviceProperties")
+            name = props.name
+            if isinstance(name, (bytes, bytearray)):
+                name = bytes(name).split(b"\0", 1)[0].decode(errors="replace")
+            properties = {"name": str(name).strip(), "total_memory": int(props.totalGlobalMem),
+                          "compute_capability": (int(props.major), int(props.minor)),
+                          "multi_processor_count": int(props.multiProcessorCount),
+                          "backend": "cuda"}
+            self._properties[index] = properties
+        return properties
+
+    def device_capability(self, index: int) -> dict[str, Any]:
+        """Name, memory, compute capability, SM count and the dtypes that probe OK (cached)."""
+        capability = dict(self._device_properties(index))
+        supported = self._supported.get(index)
+        if supported is None:
+            with self._lock:
+                supported = self._supported.get(index)
+                if supported is None:
+                    supported = self._supported[index] = self._probe_dtypes(index)
+        capability["supported_dtypes"] = supported
+        return capability
+
+    def _probe_dtypes(self, index: int) -> frozenset:
+        """The dtypes CuPy can hold and add on the device. Runs on a private stream over a
+        private, never-freed block, so it neither allocates through tensorplay's allocator nor
+        frees (which would synchronize the device) if asked during a capture."""
+        with relaxed_capture_mode(_captures_in_flight()), device_guard(index):
+            block = self._probe_memory.get(index)
+            if block is None:
+                block = self._probe_memory[index] = check(runtime.cudaMalloc(2 * 64),
+                                                          "cudaMalloc")
+            stream = self._service_stream(index)
+            previous = _current_cupy_stream()
+            stream.cupy.use()
+            try:
+                return frozenset(d for d in _dtype.all_dtypes
+                                 if self._probe_one(index, block, stream, d))
+            finally:
+                previous.use()
+
+    def _probe_one(self, index: int, block: int, stream, dtype) -> bool:
+        """Whether CuPy can hold ``dtype`` and add two arrays of it: one host copy, one add
+        kernel (compiled once per dtype, then in CuPy's on-disk cache), one copy back."""
+        try:
+            a, c = (self.as_array(index, block + 64 * k, 64, dtype.numpy, (4,),
+                                  (dtype.itemsize,), None) for k in range(2))
+            ones = np.ones(4, dtype.numpy)
+            a.set(ones, stream=stream.cupy)
+            cupy.add(a, a, out=c)
+            result = c.get(stream=stream.cupy)
+            stream.cupy.synchronize()
+            return bool(np.array_equal(result, np.add(ones, ones)))
+        except Exception:  # noqa: BLE001 - any failure means "not supported here"
+            return False
+
+    def set_device(self, index: int) -> None:
+        """cudaSetDevice, and CuPy's current device."""
+        check(runtime.cudaSetDevice(self._check_index(index)), "cudaSetDevice")
+        cupy.cuda.Device(index).use()
+        _cupy_bridge.install()
+
+    def mem_get_info(self, index: int) -> tuple[int, int]:
+        with device_guard(self._check_index(index)):
+            free, total = check(runtime.cudaMemGetInfo(), "cudaMemGetInfo")
+        return int(free), int(total)
+
+    def _service_stream(self, index: int) -> CudaStream:
+        """A private side stream per device: graph uploads and the dtype probe."""
+        stream = self._service.get(index)
+        if stream is None:
+            stream = self._service[index] = _streams.new_stream(index, 0)
+        return stream
+
+    # -- raw memory ----------------------------------------------------------------------------
+    def malloc(self, index: int, nbytes: int) -> int:
+        """cudaMalloc under the device; MemoryError when it has no room. During a capture the
+        call runs in relaxed capture mode, as PyTorch's allocator does."""
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
+            raise ValueError(f"malloc needs nbytes > 0 (an int), got {nbytes!r}")
+        _cupy_bridge.install()
+        with relaxed_capture_mode(_captures_in_flight()), device_guard(self._check_index(index)):
+            try:
+                return check(runtime.cudaMalloc(nbytes), "cudaMalloc")
+            except MemoryError as exc:
+                raise MemoryError(f"cuda:{index}: {nbytes:,} bytes requested: {exc}") from None
+
+    def free(self, index: int, ptr: int) -> None:
+        """cudaFree under the device (no waiting here: the caller made sure nothing uses it)."""
+        with relaxed_capture_mode(_captures_in_flight()), device_guard(index):
+            check(runtime.cudaFree(ptr), "cudaFree")
+
+    def as_array(self, index: int, ptr: int, nbytes: int, numpy_dtype: Any,
+                 shape: tuple[int, ...], strides: tuple[int, ...], owner: Any) -> Any:
+        """A CuPy view of ``[ptr, ptr + nbytes)`` on device ``index`` that keeps ``owner``."""
+        memory = cupy.cuda.UnownedMemory(ptr, nbytes, owner, index)
+        return cupy.ndarray(tuple(shape), np.dtype(numpy_dtype),
+                            cupy.cuda.MemoryPointer(memory, 0), strides=tuple(strides))
+
+    def array_ptr(self, array: Any) -> int:
+        return array.data.ptr
+
+    # -- streams and events --------------------------------------------------------------------
+    def default_stream(self, index: int) -> CudaStream:
+        return _streams.default_stream(self._check_index(index))
+
+    def create_stream(self, index: int, priority: int) -> CudaStream:
+        _cupy_bridge.install()
+        return _streams.new_stream(self._check_index(index), int(priority))
+
+    def set_current_stream(self, stream: CudaStream) -> None:
+        """Make ``stream``'s CuPy stream current for its device in this thread."""
+        _cupy_bridge.make_current(stream)
+
+    def stream_query(self, stream: CudaStream) -> bool:
+        err = runtime.cudaStreamQuery(stream.handle)[0]
+        if err is SUCCESS:
+            return True
+        if err is NOT_READY:
+            return False
+        raise_error(err, "cudaStreamQuery")
+        return True
+
+    def stream_synchronize(self, stream: CudaStream) -> None:
+        """cudaStreamSynchronize; on a capturing stream CUDA refuses it and invalidates the
+        capture (RuntimeError naming the error)."""
+        check(runtime.cudaStreamSynchronize(stream.handle), "cudaStreamSynchronize")
+
+    def synchronize_device(self, index: int) -> None:
+        with device_guard(self._check_index(index)):
+            check(runtime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+        _graphs.sweep()
+
+    def create_event(self, index: int, enable_timing: bool) -> CudaEvent:
+        return CudaEvent(self._check_index(index), enable_timing)
+
+    def event_record(self, event: CudaEvent, stream: CudaStream) -> None:
+        if event.device_index != stream.device_index:
+            raise ValueError(f"event_record: {event!r} belongs to cuda:{event.device_index} but "
+                             f"{stream!r} is on cuda:{stream.device_index}; record an event on "
+                             f"a stream of its own device")
+        check(runtime.cudaEventRecord(event.handle, stream.handle), "cudaEventRecord")
+
+    def stream_wait_event(self, stream: CudaStream, event: CudaEvent) -> None:
+        check(runtime.cudaStreamWaitEvent(stream.handle, event.handle, 0), "cudaStreamWaitEvent")
+
+    def event_query(self, event: CudaEvent) -> bool:
+        err = runtime.cudaEventQuery(event.handle)[0]
+        if err is SUCCESS:
+            return True
+        if err is NOT_READY:
+            return False
+        raise_error(err, "cudaEventQuery")
+        return True
+
+    def event_synchronize(self, event: CudaEvent) -> None:
+        check(runtime.cudaEventSynchronize(event.handle), "cudaEventSynchronize")
+
+    def event_elapsed_ms(self, start: CudaEvent, end: CudaEvent) -> float:
+        for label, event in (("start", start), ("end", end)):
+            if not event.enable_timing:
+                raise RuntimeError(f"event_elapsed_ms: the {label} event was created without "
+                                   f"enable_timing=True")
+        return float(check(runtime.cudaEventElapsedTime(start.handle, end.handle),
+                           "cudaEventElapsedTime"))
+
+    # -- work ----------------------------------------------------------------------------------
+    def launch(self, stream: CudaStream, kernel) -> None:
+        """Run ``kernel`` now with CuPy bound to ``stream`` (the eager-op hot path: one ``is``
+        comparison when it already is; the device stays switched after a rebind)."""
+        if _current_cupy_stream() is not stream.cupy:
+            _cupy_bridge.bind(stream)
+        kernel()
+
+    def memcpy(self, stream: CudaStream, dst_ptr: int, src_ptr: int, nbytes: int) -> None:
+        """Asynchronous copy of raw bytes on ``stream``.
+
+        The device of each pointer comes from ``cudaPointerGetAttributes``: same device ->
+        ``cudaMemcpyAsync`` DeviceToDevice; two devices -> ``cudaMemcpyPeerAsync``; anything
+        that is not plain device memory (pinned or managed) -> ``cudaMemcpyAsync`` with
+        cudaMemcpyDefault, which infers the direction under unified addressing.
+        """
+        if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes < 0:
+            raise ValueError(f"memcpy needs nbytes >= 0 (an int), got {nbytes!r}")
+        if nbytes == 0:
+            return
+        dst = check(runtime.cudaPointerGetAttributes(dst_ptr), "cudaPointerGetAttributes")
+        src = check(runtime.cudaPointerGetAttributes(src_ptr), "cudaPointerGetAttributes")
+        if dst.type != _DEVICE_MEMORY or src.type != _DEVICE_MEMORY:
+            check(_memcpy_async(dst_ptr, src_ptr, nbytes, _DEFAULT_KIND, stream.handle),
+                  "cudaMemcpyAsync")
+        elif dst.device == src.device:
+            check(_memcpy_async(dst_ptr, src_ptr, nbytes, _D2D, stream.handle), "cudaMemcpyAsync")
+        else:
+            check(runtime.cudaMemcpyPeerAsync(dst_ptr, dst.device, src_ptr, src.device, nbytes,
+                                              stream.handle), "cudaMemcpyPeerAsync")
+
+    def to_host(self, stream: CudaStream, array: Any) -> np.ndarray:
+        """A NumPy copy of ``array`` made in ``stream``'s order, after which we wait."""
+        if _current_cupy_stream() is not stream.cupy:
+            _cupy_bridge.bind(stream)
+        host = array.get(stream=stream.cupy)
+        check(runtime.cudaStreamSynchronize(stream.handle), "cudaStreamSynchronize")
+        return host
+
+    def from_host(self, stream: CudaStream, array: Any, host_array: Any) -> None:
+        """Copy ``host_array`` into ``array`` in stream order. The copy from pageable memory
+        returns once the driver has staged the bytes, so the caller may reuse the source."""
+        host = np.asarray(host_array, dtype=array.dtype)   # keeps 0-d arrays 0-d
+        shape = tuple(array.shape)
+        if host.shape != shape:
+            try:
+                host = np.broadcast_to(host, shape)
+            except ValueError:
+                raise ValueError(f"from_host: host data of shape {host.shape} cannot be written "
+                                 f"into a device array of shape {shape}") from None
+        if not host.flags.c_contiguous:
+            host = host.copy(order="C")
+        if _current_cupy_stream() is not stream.cupy:
+            _cupy_bridge.bind(stream)
+        if array.flags.c_contiguous:
+            array.set(host, stream=stream.cupy)
+            return
+        staged = cupy.empty(array.shape, array.dtype)
+        staged.set(host, stream=stream.cupy)
+        array[...] = staged
+
+    # -- capture and graphs --------------------------------------------------------------------
+    def capture_begin(self, stream: CudaStream, mode: str) -> None:
+        """Begin capturing ``stream``; its first recorded work is the staging kernels (Note
+        [fused staging] in ``_graphs.py``)."""
+        if mode not in _MODES:
+            raise ValueError(f"capture mode {mode!r} is not valid; valid modes: "
+                             f"{', '.join(repr(m) for m in _MODES)}")
+        index = stream.device_index
+        if stream.is_default:
+            raise RuntimeError(f"cannot capture on the default stream of cuda:{index}; capture "
+                               f"needs a side stream (with Graph(): provides one)")
+        if stream.body is not None:
+            raise RuntimeError(f"{stream!r} is a conditional body stream; it cannot begin a "
+                               f"capture of its own")
+        if _graphs.is_capturing(stream):
+            raise RuntimeError(f"{stream!r} is already capturing; call capture_end() first")
+        blocks = max(1, self._device_properties(index)["multi_processor_count"])
+        _graphs.begin_capture(stream, mode, blocks)
+
+    def capture_end(self, stream: CudaStream) -> CudaGraph:
+        """End the capture; RuntimeError (capture discarded) if a body is open or CUDA refused
+        the capture, naming the CUDA error."""
+        try:
+            return _graphs.end_capture(stream)
+        finally:
+            _graphs.sweep()
+
+    def is_capturing(self, stream: CudaStream) -> bool:
+        return _graphs.is_capturing(stream)
+
+    def begin_conditional(self, stream: CudaStream, kind: str, predicate: Any) -> CudaStream:
+        return _graphs.begin_conditional(stream, kind, predicate)
+
+    def set_conditional(self, body_stream: CudaStream, predicate: Any) -> None:
+        _graphs.set_conditional(body_stream, predicate)
+
+    def end_conditional(self, body_stream: CudaStream) -> None:
+        _graphs.end_conditional(body_stream)
+
+    def instantiate(self, graph: CudaGraph) -> CudaExecutable:
+        """cudaGraphInstantiateWithFlags, then cudaGraphUpload on a private stream."""
+        with relaxed_capture_mode(_captures_in_flight()):
+            return _graphs.instantiate(graph, self._service_stream(graph.device_index))
+
+    def graph_launch(self, executable: CudaExecutable, stream: CudaStream) -> None:
+        """cudaGraphLaunch (the replay hot path: one native call, one comparison)."""
+        try:
+            err = _graph_launch(executable.handle, stream.handle)[0]
+        except TypeError:
+            self._bad_launch(executable, stream)
+            raise
+        if err is not SUCCESS:
+            raise_error(err, "cudaGraphLaunch")
+        executable.launches += 1
+
+    def stage_and_launch(self, executable: CudaExecutable, stream: CudaStream,
+                         copies: list[tuple[int, int, int]]) -> None:
+        """Copy each ``(dst_ptr, src_ptr, nbytes)`` then launch, as one native call: the triplets
+        go into the executable's staging slot, which the graph's first kernel copies (Note
+        [fused staging]); copies past the 64th go out as cudaMemcpyAsync first."""
+        stream_handle = stream.handle
+        count = len(copies)
+        offset = -1
+        if count:
+            words = executable.words
+            if words is None:
+                self._stage_without_ring(executable, stream, copies)
+                count = 0
+            else:
+                if count > _MAX_COPIES:
+                    self._copy_each(stream, copies[_MAX_COPIES:])
+                    copies = copies[:_MAX_COPIES]
+                    count = _MAX_COPIES
+                launch = executable.launches
+                if executable.consumed.value < launch - _SLOTS:
+                    executable.ring.wait_for_slot(launch, stream)
+                offset = executable.offsets[launch & _SLOT_MASK]
+                words[offset + 1:offset + 1 + 3 * count] = [*_chain(copies)]
+                words[offset] = count   # last: a bad triplet above leaves the slot empty
+        try:
+            err = _graph_launch(executable.handle, stream_handle)[0]
+        except TypeError:
+            if offset >= 0:
+                executable.words[offset] = 0
+            self._bad_launch(executable, stream)
+            raise
+        if err is not SUCCESS and int(err) != 0:
+            if offset >= 0:
+                executable.words[offset] = 0   # the slot was not launched: leave it empty
+            raise_error(err, "cudaGraphLaunch")
+        executable.launches += 1
+
+    def _copy_each(self, stream: CudaStream, copies) -> None:
+        handle = stream.handle
+        for dst, src, nbytes in copies:
+            check(_memcpy_async(dst, src, nbytes, _D2D, handle), "cudaMemcpyAsync")
+
+    def _stage_without_ring(self, executable: CudaExecutable, stream: CudaStream,
+                            copies) -> None:
+        if executable.destroyed:
+            raise RuntimeError(f"stage_and_launch: {executable!r} was destroyed")
+        self._copy_each(stream, copies)
+
+    @staticmethod
+    def _bad_launch(executable, stream) -> None:
+        if getattr(executable, "destroyed", False):
+            raise RuntimeError(f"graph launch: {executable!r} was destroyed")
+        if not isinstance(stream, CudaStream):
+            raise TypeError(f"graph launch needs a CudaStream, got {type(stream).__name__}")
+
+    def graph_destroy(self, graph: CudaGraph | None,
+                      executable: CudaExecutable | None) -> None:
+        """cudaGraphExecDestroy / cudaGraphDestroy; None-safe and idempotent. Staging rings are
+        freed once the device is done with them (Note [fused staging])."""
+        with relaxed_capture_mode(_captures_in_flight()):
+            if executable is not None and not executable.destroyed:
+                executable.destroyed = True
+                handle, executable.handle = executable.handle, _DESTROYED
+                ring, executable.ring = executable.ring, None
+                executable.words = executable.offsets = executable.consumed = None
+                try:
+                    check(runtime.cudaGraphExecDestroy(handle), "cudaGraphExecDestroy")
+                finally:
+                    _graphs.retire(ring, executable.launches)
+            if graph is not None and not graph.destroyed:
+                graph.destroyed = True
+                ring, graph.ring = graph.ring, None
+                try:
+                    check(runtime.cudaGraphDestroy(graph.handle), "cudaGraphDestroy")
+                finally:
+                    _graphs.retire(ring, 0)
+
+    def graph_to_dot(self, graph: CudaGraph, path: str, verbose: bool) -> None:
+        _graphs.to_dot(graph, str(path), bool(verbose))
+
+    # -- math the op layer asks the backend for (tensorplay._dispatch) -----------------------
+    def matmul(self, a, b, out=None):
+        """``numpy.matmul`` for CuPy arrays that also works while the stream captures (cuBLAS
+        outside a capture, tensorplay's NVRTC GEMM inside one): :func:`._linalg.matmul`."""
+        from . import _linalg   # not at import: nothing compiles, sim/none never load it
+        return _linalg.matmul(a, b, out=out)
+
+    def erf(self, x):
+        """The error function of a float CuPy array in one kernel: :func:`._linalg.erf`."""
+        from . import _linalg
+        return _linalg.erf(x)
+
+    def empty_host_cache(self) -> None:
+        """Release CuPy's cached pinned host memory."""
+        cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+
+def create_backend() -> CudaBackend:
+    """The cuda backend.
+
+    Raises:
+        ImportError: CuPy or cuda-bindings is missing (or failed to import), naming which and
+            how to install them.
+    """
+    if _IMPORT_ERROR is not None:
+        missing = getattr(_IMPORT_ERROR, "name", None) or ""
+        which = "cuda-bindings" if missing.startswith("cuda") else "CuPy"
+        raise ImportError(
+            f"the cuda backend needs CuPy and cuda-bindings, and {which} did not import "
+            f"({type(_IMPORT_ERROR).__name__}: {_IMPORT_ERROR}). Install the CUDA extra: "
+            f"pip install 'tensorplay[cuda]' (cupy-cuda13x and cuda-bindings)") from _IMPORT_ERROR
+    return CudaBackend()

@@ -1,0 +1,113 @@
+"""Pointing CuPy at tensorplay: its allocator hook and its current stream.
+
+Allocations. ``cupy.cuda.set_allocator(hook)`` routes every CuPy allocation (a result CuPy makes
+itself, and the temporaries of reductions, matmul, sorting ...) into ``tensorplay._allocator``,
+so that ``memory_allocated()`` counts them and, while a stream captures, they come from the
+graph's pool (Note [graph pool lifetime] in ``tensorplay/_allocator.py``). The hook wraps the
+``Allocation`` it gets in ``UnownedMemory`` with the Allocation as owner: the block returns to the
+cache when the last CuPy array over it dies. It is installed at the backend's first use, never at
+import (importing tensorplay must not change CuPy for other code in the process).
+
+Streams. tensorplay calls ``backend.set_current_stream(stream)`` on every change of the current
+stream; this module makes the stream's CuPy stream current for its device in this thread and
+remembers which CudaStream it bound per (thread, device). The hook maps CuPy's current stream
+back to that CudaStream, so the stream key the allocator sees is the same object tensorplay
+passes for its own tensors. A CuPy stream tensorplay does not know is keyed by its ``ptr``.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import cupy
+
+from . import _streams
+
+__all__ = ["install", "bind", "make_current", "stream_key", "hook"]
+
+_local = threading.local()
+_installed = False
+_install_lock = threading.Lock()
+_device_allocator = None
+
+_get_current_stream = cupy.cuda.get_current_stream
+_get_device = cupy.cuda.runtime.getDevice
+_set_device = cupy.cuda.runtime.setDevice
+_MemoryPointer = cupy.cuda.MemoryPointer
+_UnownedMemory = cupy.cuda.UnownedMemory
+
+
+def _bound() -> dict:
+    bound = getattr(_local, "bound", None)
+    if bound is None:
+        bound = _local.bound = {}
+    return bound
+
+
+def install() -> None:
+    """Route CuPy's allocations through tensorplay's caching allocator (idempotent)."""
+    global _installed
+    if _installed:
+        return
+    with _install_lock:
+        if not _installed:
+            cupy.cuda.set_allocator(hook)
+            _installed = True
+
+
+def stream_key(device_index: int):
+    """The stream key for a CuPy allocation on ``device_index`` made now in this thread."""
+    current = _get_current_stream(device_index)
+    stream = _bound().get(device_index)
+    if stream is not None and stream.cupy is current:
+        return stream
+    known = _streams.stream_for(device_index, int(current.ptr))
+    return known if known is not None else int(current.ptr)
+
+
+def hook(nbytes: int):
+    """CuPy's allocator: a block of tensorplay's allocator on CuPy's current device."""
+    global _device_allocator
+    device_index = _get_device()
+    if nbytes == 0:
+        return _MemoryPointer(_UnownedMemory(0, 0, None, device_index), 0)
+    if _device_allocator is None:
+        from ... import _allocator
+
+        _device_allocator = _allocator.device_allocator
+    allocation = _device_allocator(device_index).malloc(nbytes, stream_key(device_index))
+    memory = _UnownedMemory(allocation.ptr, nbytes, allocation, device_index)
+    return _MemoryPointer(memory, 0)
+
+
+def bind(stream) -> None:
+    """Make ``stream``'s device current and its CuPy stream current there (this thread).
+
+    The device stays switched afterwards: the next launch for another device switches again.
+    This is the slow path of ``CudaBackend.launch``; the fast path is one ``is`` comparison.
+    """
+    if not _installed:
+        install()
+    index = stream.device_index
+    if _get_device() != index:
+        _set_device(index)
+    stream.cupy.use()
+    _bound()[index] = stream
+
+
+def make_current(stream) -> None:
+    """Make ``stream`` CuPy's current stream for its device in this thread, leaving the current
+    device as it was (``backend.set_current_stream``)."""
+    if not _installed:
+        install()
+    index = stream.device_index
+    previous = _get_device()
+    if previous == index:
+        stream.cupy.use()
+    else:
+        _set_device(index)
+        try:
+            stream.cupy.use()
+        finally:
+            _set_device(previous)
+    _bound()[index] = stream

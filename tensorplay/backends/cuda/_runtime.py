@@ -1,0 +1,150 @@
+"""The one checker every cuda-bindings call goes through, and small runtime helpers.
+
+cuda-bindings returns ``(err, *values)`` tuples instead of raising. :func:`check` turns them into
+values or into an exception that names the call and the CUDA error:
+
+- ``cudaErrorMemoryAllocation`` becomes ``MemoryError`` (after clearing the runtime's last
+  error), so that ``tensorplay._allocator`` can empty its cache, retry once, and then raise
+  ``tensorplay.OutOfMemoryError`` with its figures;
+- every other error becomes :class:`CudaRuntimeError` (a ``RuntimeError``):
+  ``"cudaMalloc failed: cudaErrorInvalidValue (invalid argument)"``.
+
+The success path is one identity comparison with the success enum member (cuda-bindings hands
+out enum singletons) and a tuple index; no string work happens unless the call failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from cuda.bindings import runtime
+
+__all__ = ["CudaRuntimeError", "check", "error_text", "SUCCESS", "NOT_READY", "device_guard",
+           "relaxed_capture_mode", "current_device"]
+
+SUCCESS = runtime.cudaError_t.cudaSuccess
+NOT_READY = runtime.cudaError_t.cudaErrorNotReady
+MEMORY_ALLOCATION = runtime.cudaError_t.cudaErrorMemoryAllocation
+_RELAXED = runtime.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed
+
+
+class CudaRuntimeError(RuntimeError):
+    """A failed CUDA runtime call. ``error`` is the ``cudaError_t``; ``call`` the call's name."""
+
+    def __init__(self, message: str, error, call: str):
+        super().__init__(message)
+        self.error = error
+        self.call = call
+
+
+def error_text(err) -> tuple[str, str]:
+    """(name, description) of a ``cudaError_t``, e.g. ("cudaErrorInvalidValue", "invalid
+    argument"); falls back to the number when the runtime cannot name it."""
+    try:
+        name = runtime.cudaGetErrorName(err)[1]
+        description = runtime.cudaGetErrorString(err)[1]
+        name = name.decode() if isinstance(name, bytes) else str(name)
+        description = description.decode() if isinstance(description, bytes) else str(description)
+    except Exception:  # noqa: BLE001 - naming must never hide the original failure
+        code = _code(err)
+        return f"cudaError {code}", "unknown CUDA error"
+    return name, description
+
+
+def _code(err) -> int:
+    try:
+        return int(err)
+    except (TypeError, ValueError):
+        return -1
+
+
+def check(result, call_name: str):
+    """Unwrap a cuda-bindings result tuple.
+
+    Args:
+        result: ``(err, *values)`` as every cuda-bindings runtime function returns.
+        call_name: the runtime function's name, for the message (``"cudaMalloc"``).
+
+    Returns:
+        None for ``(err,)``, the value for ``(err, value)``, else the tuple of values.
+
+    Raises:
+        MemoryError: ``cudaErrorMemoryAllocation`` (the runtime's last error is cleared).
+        CudaRuntimeError: any other error, naming the call and the error.
+    """
+    err = result[0]
+    if err is not SUCCESS and _code(err) != 0:
+        raise_error(err, call_name)
+    count = len(result)
+    if count == 2:
+        return result[1]
+    if count == 1:
+        return None
+    return result[1:]
+
+
+def raise_error(err, call_name: str, hint: str = ""):
+    """Raise the exception :func:`check` raises for ``err``. Returns only when ``err`` is in
+    fact success (hot paths compare by identity first and call this when that fails)."""
+    if _code(err) == 0:
+        return
+    name, description = error_text(err)
+    try:
+        runtime.cudaGetLastError()   # clear the (non-sticky) error so later calls start clean
+    except Exception:  # noqa: BLE001
+        pass
+    message = f"{call_name} failed: {name} ({description})"
+    if hint:
+        message += f"; {hint}"
+    if err is MEMORY_ALLOCATION or _code(err) == _code(MEMORY_ALLOCATION):
+        raise MemoryError(message)
+    raise CudaRuntimeError(message, err, call_name)
+
+
+def current_device() -> int:
+    """The calling thread's current CUDA device (cudaGetDevice)."""
+    return check(runtime.cudaGetDevice(), "cudaGetDevice")
+
+
+class device_guard:
+    """``with device_guard(i):`` makes device ``i`` current and restores the previous one.
+
+    A class with ``__slots__`` rather than a generator context manager: it is entered on every
+    malloc/free, event and stream creation.
+    """
+
+    __slots__ = ("index", "previous")
+
+    def __init__(self, index: int):
+        self.index = index
+        self.previous = -1
+
+    def __enter__(self) -> "device_guard":
+        self.previous = check(runtime.cudaGetDevice(), "cudaGetDevice")
+        if self.previous != self.index:
+            check(runtime.cudaSetDevice(self.index), "cudaSetDevice")
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        if self.previous != self.index and self.previous >= 0:
+            check(runtime.cudaSetDevice(self.previous), "cudaSetDevice")
+
+
+@contextlib.contextmanager
+def relaxed_capture_mode(active: bool = True):
+    """Let this thread make calls a capture would otherwise forbid (cudaMalloc, cudaFree,
+    synchronizing a stream that is not capturing), as PyTorch's allocator does around cudaMalloc.
+
+    ``cudaThreadExchangeStreamCaptureMode`` swaps this thread's mode to relaxed and back. With
+    ``active`` False (no capture in flight) it does nothing, which keeps it free when unused.
+    """
+    if not active:
+        yield
+        return
+    previous = check(runtime.cudaThreadExchangeStreamCaptureMode(_RELAXED),
+                     "cudaThreadExchangeStreamCaptureMode")
+    try:
+        yield
+    finally:
+        check(runtime.cudaThreadExchangeStreamCaptureMode(previous),
+              "cudaThreadExchangeStreamCaptureMode")

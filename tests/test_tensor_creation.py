@@ -1,0 +1,167 @@
+"""Tensor creation, dtype inference, copies vs sharing, and moving data, on every device."""
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from support import requires_accelerator, accelerator_device, supports, to_numpy
+
+
+@pytest.mark.parametrize("data,dtype", [
+    ([1.0, 2.0], tp.float32), ([1, 2], tp.int64), ([True, False], tp.bool),
+    ([1, 2.5], tp.float32), ([True, 1], tp.int64), ([1 + 1j], tp.complex64), (3.5, tp.float32),
+    (7, tp.int64), ([], tp.float32), ([[1, 2], [3, 4]], tp.int64),
+    (np.array([1, 2], dtype=np.int32), tp.int32), (np.float64(2.0), tp.float64),
+    (np.array([1.0], dtype=np.float16), tp.float16),
+])
+def test_tensor_infers_pytorch_dtypes(device, data, dtype):
+    t = tp.tensor(data, device=device)
+    assert t.dtype == dtype
+    assert t.device == tp.device(device)
+    np.testing.assert_array_equal(to_numpy(t), np.asarray(data).astype(dtype.numpy))
+
+
+def test_tensor_with_dtype_and_from_tensors(device):
+    t = tp.tensor([1.7, -2.2], dtype=tp.int32, device=device)
+    assert t.dtype == tp.int32 and to_numpy(t).tolist() == [1, -2]
+    nested = tp.tensor([tp.tensor(1.0), tp.tensor(2.0)], device=device)
+    assert to_numpy(nested).tolist() == [1.0, 2.0]
+    copy = tp.tensor(t)
+    assert copy.device == tp.device("cpu") and copy.tolist() == [1, -2]
+
+
+def test_tensor_copies_as_tensor_and_from_numpy_share():
+    array = np.array([1.0, 2.0], dtype=np.float32)
+    copied = tp.tensor(array)
+    shared = tp.as_tensor(array)
+    aliased = tp.from_numpy(array)
+    array[0] = 9.0
+    assert copied[0].item() == 1.0
+    assert shared[0].item() == 9.0 and aliased[0].item() == 9.0
+    aliased[1] = 5.0
+    assert array[1] == 5.0
+    converted = tp.as_tensor(array, dtype=tp.float64)  # a conversion copies
+    array[0] = 0.0
+    assert converted[0].item() == 9.0
+    t = tp.ones(2)
+    assert tp.as_tensor(t) is t
+    with pytest.raises(TypeError, match="expects a numpy.ndarray"):
+        tp.from_numpy([1, 2])
+
+
+@pytest.mark.parametrize("name,reference", [("zeros", np.zeros), ("ones", np.ones)])
+def test_zeros_ones(device, name, reference):
+    fn = getattr(tp, name)
+    t = fn(2, 3, device=device)
+    assert t.shape == (2, 3) and t.dtype == tp.float32
+    np.testing.assert_array_equal(to_numpy(t), reference((2, 3)))
+    assert fn((4,), dtype=tp.int8, device=device).dtype == tp.int8
+    assert fn([2, 2], device=device).shape == (2, 2)
+    assert fn(device=device).shape == ()
+    like = getattr(tp, f"{name}_like")(tp.ones(3, dtype=tp.int32, device=device))
+    assert like.dtype == tp.int32 and like.device == tp.device(device)
+    np.testing.assert_array_equal(to_numpy(like), reference(3))
+
+
+def test_empty_and_full(device):
+    e = tp.empty(3, 4, dtype=tp.float64, device=device)
+    assert e.shape == (3, 4) and e.dtype == tp.float64 and e.is_contiguous()
+    assert tp.empty_like(e).shape == (3, 4)
+    assert to_numpy(tp.full((2, 2), 7, device=device)).tolist() == [[7, 7], [7, 7]]
+    assert tp.full((2,), 7, device=device).dtype == tp.int64
+    assert tp.full((2,), 1.5, device=device).dtype == tp.float32
+    assert tp.full((2,), True, device=device).dtype == tp.bool
+    assert tp.full(3, 2.0, dtype=tp.float16 if supports(device, tp.float16) else tp.float32,
+                   device=device).shape == (3,)
+    like = tp.full_like(tp.zeros(2, device=device), 4)
+    assert like.dtype == tp.float32 and to_numpy(like).tolist() == [4.0, 4.0]
+
+
+@pytest.mark.parametrize("args,expected", [
+    ((5,), np.arange(5)), ((2, 7, 2), np.arange(2, 7, 2)), ((5, 0, -2), np.arange(5, 0, -2)),
+    ((0, 1, 0.25), np.arange(0, 1, 0.25, dtype=np.float32)), ((1, 2.5, 0.5), np.array(
+        [1.0, 1.5, 2.0], np.float32)), ((0,), np.arange(0)),
+])
+def test_arange(device, args, expected):
+    t = tp.arange(*args, device=device)
+    assert t.dtype == (tp.int64 if expected.dtype.kind == "i" else tp.float32)
+    np.testing.assert_allclose(to_numpy(t), expected)
+
+
+def test_arange_errors_and_dtype(device):
+    assert tp.arange(3, dtype=tp.float64, device=device).dtype == tp.float64
+    with pytest.raises(ValueError, match="step must be nonzero"):
+        tp.arange(0, 3, 0)
+    with pytest.raises(ValueError, match="wrong direction"):
+        tp.arange(0, 3, -1)
+    assert tp.arange(3, device=device).sum().item() == 3
+
+
+def test_linspace_eye(device):
+    np.testing.assert_allclose(to_numpy(tp.linspace(0, 1, 5, device=device)),
+                               np.linspace(0, 1, 5, dtype=np.float32))
+    assert tp.linspace(-1, 1, 3, device=device).dtype == tp.float32
+    assert tp.linspace(0, 1, 0, device=device).shape == (0,)
+    np.testing.assert_array_equal(to_numpy(tp.eye(3, device=device)), np.eye(3))
+    np.testing.assert_array_equal(to_numpy(tp.eye(2, 3, dtype=tp.int64, device=device)),
+                                  np.eye(2, 3))
+    with pytest.raises(ValueError, match="steps"):
+        tp.linspace(0, 1, -1)
+
+
+def test_to_clone_copy(device):
+    t = tp.tensor([1.5, 2.5], device=device)
+    assert t.to(device) is t
+    assert t.to(device, copy=True) is not t
+    as_int = t.to(tp.int64)
+    assert as_int.dtype == tp.int64 and to_numpy(as_int).tolist() == [1, 2]
+    assert t.to(tp.zeros(1, dtype=tp.float64)).dtype == tp.float64
+    c = t.clone()
+    c.fill_(0)
+    assert to_numpy(t).tolist() == [1.5, 2.5]
+    dst = tp.zeros(3, 2, device=device)
+    dst.copy_(t)  # broadcasts
+    assert to_numpy(dst).tolist() == [[1.5, 2.5]] * 3
+    dst.copy_(tp.tensor([1, 2]))  # from the host, with a cast
+    assert to_numpy(dst)[0].tolist() == [1.0, 2.0]
+    with pytest.raises(RuntimeError, match="cannot be broadcast"):
+        dst.copy_(tp.ones(4))
+    assert t.cpu().device == tp.device("cpu")
+
+
+def test_tensor_attributes(device):
+    t = tp.zeros(2, 3, 4, dtype=tp.float64, device=device)
+    assert (t.ndim, t.dim(), t.numel(), t.nbytes, t.element_size()) == (3, 3, 24, 192, 8)
+    assert t.size() == (2, 3, 4) and t.size(-1) == 4
+    assert t.stride() == (12, 4, 1) and t.stride(0) == 12
+    assert len(t) == 2
+    assert t.is_contiguous() and t.is_floating_point() and not t.is_complex()
+    assert tp.zeros(0, 4, device=device).is_contiguous()
+    assert t.type() == "tensorplay.float64"
+    assert tp.tensor([3], device=device).tolist() == [3]
+    assert int(tp.tensor(3.7, device=device)) == 3
+    assert float(tp.tensor(2, device=device)) == 2.0
+
+
+@requires_accelerator
+def test_moving_between_host_and_accelerator():
+    device = accelerator_device()
+    host = tp.arange(6, dtype=tp.float32).reshape(2, 3)
+    moved = host.to(device)
+    assert moved.device == tp.device(device)
+    assert moved.cpu().tolist() == host.tolist()
+    transposed = host.T.to(device)  # a strided host tensor
+    assert transposed.cpu().tolist() == host.T.tolist()
+    back = tp.zeros(3, 2)
+    back.copy_(moved.T)
+    assert back.tolist() == host.T.tolist()
+    assert tp.zeros(2, device=device).device == tp.device(device)
+    assert tp.zeros(2, device=0).device == tp.device(accelerator_device(0))
+
+
+def test_fill_casts_like_pytorch(device):
+    assert to_numpy(tp.zeros(2, dtype=tp.uint8, device=device).fill_(-1)).tolist() == [255, 255]
+    assert to_numpy(tp.full((2,), 2.7, dtype=tp.int32, device=device)).tolist() == [2, 2]
+    assert to_numpy(tp.zeros(1, dtype=tp.bool, device=device).fill_(2)).tolist() == [True]
+    assert to_numpy(tp.zeros(1, device=device).fill_(1 + 2j)).tolist() == [1.0]
+    assert to_numpy(tp.ones(2, device=device).zero_()).tolist() == [0.0, 0.0]

@@ -5,7 +5,7 @@
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
-export PYTHONUNBUFFERED=1 TENSORPLAY_ACCELERATOR=cuda PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export PYTHONUNBUFFERED=1 TENSORPLAY_ACCELERATOR=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
 python3 -m tensorplay info 2>&1 | tee "$OUT/info.txt"
 if [ "$what" = quick ]; then
@@ -13,13 +13,14 @@ if [ "$what" = quick ]; then
     | tee "$OUT/quick.log" | tail -60
 fi
 if [ "$what" = all ] || [ "$what" = tests ]; then
-  timeout 420 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
+  timeout 300 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
     tests "$@" > "$OUT/conformance_cuda.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -60
   tail -3 "$OUT/conformance_cuda.log"
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
-  timeout 240 python3 -m tensorplay bench --json "$OUT/bench_h200.json" --plot "$OUT/bench_h200.png" \
+  timeout 60 python3 benchmarks/profile_eager.py > "$OUT/profile_eager.txt" 2>&1; grep -E "us per call" "$OUT/profile_eager.txt"
+  timeout 200 python3 -m tensorplay bench --json "$OUT/bench_h200.json" --plot "$OUT/bench_h200.png" \
     2>"$OUT/bench_stderr.log" | tee "$OUT/bench_h200.txt"
   tail -5 "$OUT/bench_stderr.log"
 fi

@@ -35,8 +35,34 @@ def _check_copyable(index: int, static: Tensor, fresh) -> None:
                          f"copied into static_inputs[{index}] of shape {static.shape}")
 
 
-def plan_staging(static_inputs, inputs, device_index: int, backend) -> list:
-    """Copy the slow pairs now and return the fast pairs as raw triplets.
+class StaticPlan:
+    """What the fast path needs to know of one list of static buffers, computed once."""
+
+    __slots__ = ("statics", "fast")
+
+    def __init__(self, static_inputs, device_index: int, backend):
+        self.statics = tuple(static_inputs)
+        self.fast = []
+        device_type = backend.device_type
+        for static in self.statics:
+            if (type(static) is Tensor and static._device.type == device_type
+                    and static._device.index == device_index and static._guard is None
+                    and static.is_contiguous() and static.numel()):
+                self.fast.append((static._dtype, static._device, static._data.shape,
+                                  static._data.strides, backend.array_ptr(static._data),
+                                  static.nbytes))
+            else:
+                self.fast.append(None)
+
+    def matches(self, static_inputs) -> bool:
+        statics = self.statics
+        return len(static_inputs) == len(statics) and all(
+            a is b for a, b in zip(static_inputs, statics))
+
+
+def plan_staging(static_inputs, inputs, device_index: int, backend, plan=None):
+    """Copy the slow pairs now and return ``(copies, plan)``: the fast pairs as raw triplets,
+    and the static plan to pass back next time (reused while the same static tensors come).
 
     Raises:
         ValueError: the sequences differ in length, or a pair is not copyable (naming it).
@@ -45,23 +71,23 @@ def plan_staging(static_inputs, inputs, device_index: int, backend) -> list:
     if len(static_inputs) != len(inputs):
         raise ValueError(f"stage_and_launch: {len(inputs)} inputs given for "
                          f"{len(static_inputs)} static_inputs; they must match one to one")
+    if plan is None or not plan.matches(static_inputs):
+        plan = StaticPlan(static_inputs, device_index, backend)
     copies = []
-    device_type = backend.device_type
-    for index, (static, fresh) in enumerate(zip(static_inputs, inputs)):
-        if (type(fresh) is Tensor and type(static) is Tensor and fresh._dtype is static._dtype
-                and fresh._device == static._device and static._device.type == device_type
-                and static._device.index == device_index
-                and fresh._data.shape == static._data.shape
-                and fresh._data.flags.c_contiguous and static._data.flags.c_contiguous):
-            fresh._check_guard()
-            nbytes = fresh.nbytes
-            if nbytes:
-                copies.append((backend.array_ptr(static._data), backend.array_ptr(fresh._data),
-                               nbytes))
-            continue
+    array_ptr = backend.array_ptr
+    for index, fresh in enumerate(inputs):
+        fast = plan.fast[index]
+        if fast is not None and type(fresh) is Tensor and fresh._guard is None:
+            dtype, device, shape, strides, dst, nbytes = fast
+            data = fresh._data
+            if (fresh._dtype is dtype and data.shape == shape and data.strides == strides
+                    and fresh._device == device):
+                copies.append((dst, array_ptr(data), nbytes))
+                continue
+        static = plan.statics[index]
         _check_copyable(index, static, fresh)
         if static.device.type == "cpu" or static.device.index != device_index:
             raise ValueError(f"stage_and_launch: static_inputs[{index}] ({_describe(static)}) is "
-                             f"not on the graph's device {device_type}:{device_index}")
+                             f"not on the graph's device {backend.device_type}:{device_index}")
         static.copy_(fresh)
-    return copies
+    return copies, plan

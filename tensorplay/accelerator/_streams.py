@@ -105,11 +105,11 @@ class Stream:
     def __exit__(self, *exc) -> None:
         _state.set_current_stream(self._previous.pop())
 
-    @property
     def __cuda_stream__(self):
+        """The CUDA stream protocol: ``(0, stream pointer)`` (CUDA streams only)."""
         ptr = getattr(self._native, "ptr", None)
         if ptr is None:
-            raise AttributeError("__cuda_stream__ exists only for CUDA streams")
+            raise TypeError(f"__cuda_stream__ exists only for CUDA streams, not {self.device}")
         return (0, ptr)
 
     def __eq__(self, other) -> bool:

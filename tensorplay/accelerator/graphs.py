@@ -114,6 +114,7 @@ class Graph:
         self._bodies: list[tuple[Stream, Stream]] = []
         self._context_streams: list[Stream] = []
         self._replays = 0
+        self._staging_plan = None
 
     # -- pools ------------------------------------------------------------------------------
     @staticmethod
@@ -373,7 +374,8 @@ class Graph:
         if exe is None:
             raise RuntimeError("stage_and_launch: nothing captured yet")
         native = _state.current_native_stream(self._device_index)
-        copies = plan_staging(static_inputs, inputs, self._device_index, self._backend)
+        copies, self._staging_plan = plan_staging(static_inputs, inputs, self._device_index,
+                                                  self._backend, self._staging_plan)
         self._backend.stage_and_launch(exe, native, copies)
         self._replays += 1
 
@@ -390,6 +392,7 @@ class Graph:
         self._release_pool()
         self._pool_arg = None if not isinstance(self._pool_arg, tuple) else self._pool_arg
         self._replays = 0
+        self._staging_plan = None
 
     def debug_dump(self, path) -> None:
         """Write a Graphviz DOT rendering of the captured graph to ``path``.
@@ -443,7 +446,9 @@ class Graph:
 
     def __del__(self):
         try:
-            if self._record is None and (self._exec is not None or self._pool_id is not None):
+            if self._record is not None:
+                self._abandon()   # a capture left open (its thread died mid-capture)
+            if self._exec is not None or self._pool_id is not None:
                 self.reset()
         except Exception:  # noqa: BLE001 - interpreter shutdown
             pass

@@ -142,7 +142,7 @@ class CudaBackend:
         """The dtypes CuPy can hold and add on the device. Runs on a private stream over a
         private, never-freed block, so it neither allocates through tensorplay's allocator nor
         frees (which would synchronize the device) if asked during a capture."""
-        with relaxed_capture_mode(_captures_in_flight()), device_guard(index):
+        with relaxed_capture_mode(), device_guard(index):
             block = self._probe_memory.get(index)
             if block is None:
                 block = self._probe_memory[index] = check(runtime.cudaMalloc(2 * 64),
@@ -196,7 +196,7 @@ class CudaBackend:
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
             raise ValueError(f"malloc needs nbytes > 0 (an int), got {nbytes!r}")
         _cupy_bridge.install()
-        with relaxed_capture_mode(_captures_in_flight()), device_guard(self._check_index(index)):
+        with relaxed_capture_mode(), device_guard(self._check_index(index)):
             try:
                 return check(runtime.cudaMalloc(nbytes), "cudaMalloc")
             except MemoryError as exc:
@@ -204,7 +204,7 @@ class CudaBackend:
 
     def free(self, index: int, ptr: int) -> None:
         """cudaFree under the device (no waiting here: the caller made sure nothing uses it)."""
-        with relaxed_capture_mode(_captures_in_flight()), device_guard(index):
+        with relaxed_capture_mode(), device_guard(index):
             check(runtime.cudaFree(ptr), "cudaFree")
 
     def as_array(self, index: int, ptr: int, nbytes: int, numpy_dtype: Any,
@@ -346,6 +346,7 @@ class CudaBackend:
     def capture_begin(self, stream: CudaStream, mode: str) -> None:
         """Begin capturing ``stream``; its first recorded work is the staging kernels (Note
         [fused staging] in ``_graphs.py``)."""
+        _cupy_bridge.relax_this_thread()
         if mode not in _MODES:
             raise ValueError(f"capture mode {mode!r} is not valid; valid modes: "
                              f"{', '.join(repr(m) for m in _MODES)}")
@@ -383,7 +384,7 @@ class CudaBackend:
 
     def instantiate(self, graph: CudaGraph) -> CudaExecutable:
         """cudaGraphInstantiateWithFlags, then cudaGraphUpload on a private stream."""
-        with relaxed_capture_mode(_captures_in_flight()):
+        with relaxed_capture_mode():
             return _graphs.instantiate(graph, self._service_stream(graph.device_index))
 
     def graph_launch(self, executable: CudaExecutable, stream: CudaStream) -> None:
@@ -456,7 +457,7 @@ class CudaBackend:
                       executable: CudaExecutable | None) -> None:
         """cudaGraphExecDestroy / cudaGraphDestroy; None-safe and idempotent. Staging rings are
         freed once the device is done with them (Note [fused staging])."""
-        with relaxed_capture_mode(_captures_in_flight()):
+        with relaxed_capture_mode():
             if executable is not None and not executable.destroyed:
                 executable.destroyed = True
                 handle, executable.handle = executable.handle, _DESTROYED

@@ -88,6 +88,7 @@ def bind(stream) -> None:
     """
     if not _installed:
         install()
+    relax_this_thread()
     index = stream.device_index
     if _get_device() != index:
         _set_device(index)
@@ -95,11 +96,35 @@ def bind(stream) -> None:
     _bound()[index] = stream
 
 
+_relaxed = threading.local()
+
+
+def relax_this_thread() -> None:
+    """Put this thread's CUDA capture interaction mode to relaxed, once and for good.
+
+    Note [capture modes are enforced above the driver]: tensorplay enforces capture_error_mode
+    itself, identically on sim and cuda (Note [capture-unsafe calls] in accelerator/_state.py).
+    Left at CUDA's default, a thread's harmless first-use work — a kernel module load, a
+    cudaMalloc for a new segment — would invalidate another thread's global capture behind
+    tensorplay's back. Waits on a capturing stream stay illegal for CUDA in every mode, and the
+    layer above refuses them before they reach the driver.
+    """
+    if getattr(_relaxed, "done", False):
+        return
+    from ._runtime import check, runtime
+
+    check(runtime.cudaThreadExchangeStreamCaptureMode(
+        runtime.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed),
+        "cudaThreadExchangeStreamCaptureMode")
+    _relaxed.done = True
+
+
 def make_current(stream) -> None:
     """Make ``stream`` CuPy's current stream for its device in this thread, leaving the current
     device as it was (``backend.set_current_stream``)."""
     if not _installed:
         install()
+    relax_this_thread()
     index = stream.device_index
     previous = _get_device()
     if previous == index:

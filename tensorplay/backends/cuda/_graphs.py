@@ -286,7 +286,7 @@ def begin_capture(stream, mode_name: str, stage_blocks: int) -> Capture:
     flight, which would otherwise forbid those calls.
     """
     index = stream.device_index
-    with relaxed_capture_mode(captures_in_flight() > 0):
+    with relaxed_capture_mode():
         _kernels.ensure(index, _kernels.SET_CONDITIONAL, _kernels.STAGE_FETCH, _kernels.STAGE)
         ring = StagingRing(index, stream)
     try:

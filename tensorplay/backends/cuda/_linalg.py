@@ -154,7 +154,7 @@ def _gemm(code: str, device_index: int, capturing: bool) -> "cupy.RawKernel":
             if kernel is None:
                 kernel = _kernels[code] = cupy.RawKernel(GEMM_SOURCE, f"tp_matmul_{code}")
     if (code, device_index) not in _loaded:
-        with _lock, relaxed_capture_mode(capturing):
+        with _lock, relaxed_capture_mode():
             kernel.kernel   # the property compiles, then loads for the current device
             _loaded.add((code, device_index))
     return kernel
@@ -383,11 +383,10 @@ def erf(x):
     if not isinstance(x, cupy.ndarray) or dtype not in _ERF_SOURCES:
         kind = f"a CuPy array of {dtype}" if isinstance(x, cupy.ndarray) else type(x).__name__
         raise TypeError(f"erf needs a CuPy array of float16, float32 or float64, got {kind}")
-    kernel = _erf_kernel(dtype)
     key = (dtype, x.device.id)
     if key in _erf_warm:
-        return kernel(x)
-    with relaxed_capture_mode(is_capturing()):
-        y = kernel(x)
+        return _erf_kernels[dtype](x)
+    with relaxed_capture_mode():   # the import, compile and load happen here
+        y = _erf_kernel(dtype)(x)
     _erf_warm.add(key)
     return y

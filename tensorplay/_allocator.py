@@ -290,6 +290,10 @@ class CachingAllocator:
         self._routes: dict[Any, list] = {}  # stream -> pool ids (last wins)
         self._dead_dirty = False   # a dead pool may have a fully free segment to release
         self._stats = {name: tuple(_Stat() for _ in _POOL_CLASSES) for name in _STAT_NAMES}
+        # No block is ever freed-but-pending here, so "active" is "allocation" (one object each,
+        # updated once on the hot path).
+        self._stats["active"] = self._stats["allocation"]
+        self._stats["active_bytes"] = self._stats["allocated_bytes"]
         self._counters = dict.fromkeys(_COUNTERS, 0)
         self._held = _Held(self, False)
         self._held_releasing = _Held(self, True)
@@ -478,8 +482,8 @@ class CachingAllocator:
         block.allocated = True
         block.requested = nbytes
         small = segment.is_small
-        for name, delta in (("allocation", 1), ("active", 1), ("allocated_bytes", block.size),
-                            ("active_bytes", block.size), ("requested_bytes", nbytes)):
+        for name, delta in (("allocation", 1), ("allocated_bytes", block.size),
+                            ("requested_bytes", nbytes)):
             self._count(name, small, delta)
         self._count_split(small, split_before, split_after)
 
@@ -487,8 +491,7 @@ class CachingAllocator:
         """Return an allocated block to its pool's free list, merged with free neighbours."""
         segment = block.segment
         small = segment.is_small
-        for name, delta in (("allocation", -1), ("active", -1),
-                            ("allocated_bytes", -block.size), ("active_bytes", -block.size),
+        for name, delta in (("allocation", -1), ("allocated_bytes", -block.size),
                             ("requested_bytes", -block.requested)):
             self._count(name, small, delta)
         neighbours = [b for b in (block.prev, block.next) if b is not None and not b.allocated]

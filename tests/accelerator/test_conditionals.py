@@ -13,12 +13,6 @@ pytestmark = requires_accelerator
 Graph = tp.accelerator.Graph
 
 
-@pytest.fixture(autouse=True)
-def _no_capture_left_open():
-    tp.accelerator.set_device_index(0)
-    yield
-    assert not tp.accelerator.is_current_stream_capturing()
-    tp.accelerator.synchronize()
 
 
 @pytest.fixture

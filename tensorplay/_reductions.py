@@ -126,15 +126,20 @@ def _real(dtype: _dtype.dtype) -> _dtype.dtype:
     return dtype
 
 
+def _summed_dtype(tensor, dtype):
+    """The result dtype of sums, products and their scans: ``dtype`` if given, else the
+    tensor's own floating/complex dtype, else int64 (bools and integers widen, as in PyTorch)."""
+    if dtype is not None:
+        return _dtype.to_dtype(dtype)
+    if tensor.dtype.is_floating_point or tensor.dtype.is_complex:
+        return tensor.dtype
+    return _dtype.int64
+
+
 def _sum_like(op: str, tensor, dim, keepdim, dtype, reducer: str) -> Tensor:
     tensor = _check_tensor(tensor, op)
     axes = _axes(tensor, dim, op)
-    if dtype is not None:
-        result = _dtype.to_dtype(dtype)
-    elif tensor.dtype.is_floating_point or tensor.dtype.is_complex:
-        result = tensor.dtype
-    else:
-        result = _dtype.int64
+    result = _summed_dtype(tensor, dtype)
     acc = _accumulate(result).numpy
 
     def body(xp, a, axis, keepdims):
@@ -423,12 +428,7 @@ def logsumexp(input, dim, keepdim: bool = False) -> Tensor:
 def _scan(op: str, input, dim, dtype, scanner: str) -> Tensor:
     tensor = _check_tensor(input, op)
     axis = _normalize_dim(dim, tensor.ndim)
-    if dtype is not None:
-        result = _dtype.to_dtype(dtype)
-    elif tensor.dtype.is_floating_point or tensor.dtype.is_complex:
-        result = tensor.dtype
-    else:
-        result = _dtype.int64
+    result = _summed_dtype(tensor, dtype)
     acc = _accumulate(result).numpy
     device = tensor.device
     out = _new(device, tensor.shape, result)

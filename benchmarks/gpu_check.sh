@@ -6,8 +6,8 @@ set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TENSORPLAY_ACCELERATOR=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/gpu.txt"
-python3 -m tensorplay info 2>&1 | tee "$OUT/info.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/info.txt"
+python3 -m tensorplay info 2>&1 | tee -a "$OUT/info.txt"
 if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/backends/test_cuda.py "$@" 2>&1 \
     | tee "$OUT/quick.log" | tail -60
@@ -20,6 +20,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
 fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   timeout 60 python3 benchmarks/profile_eager.py > "$OUT/profile_eager.txt" 2>&1; grep -E "us per call" "$OUT/profile_eager.txt"
+  timeout 60 python3 benchmarks/profile_graph_launch.py > "$OUT/profile_graph_launch.txt" 2>&1; grep -E "us host per call" "$OUT/profile_graph_launch.txt"
   timeout 200 python3 -m tensorplay bench --json "$OUT/bench_h200.json" --plot "$OUT/bench_h200.png" \
     2>"$OUT/bench_stderr.log" | tee "$OUT/bench_h200.txt"
   tail -5 "$OUT/bench_stderr.log"

@@ -121,6 +121,8 @@ class Suite:
         self.add(case, "tensorplay eager", time_per_call(work, _sync, self.calls // 10))
         self.add(case, "tensorplay graph replay",
                  time_per_call(graph.replay, _sync, self.calls // 10))
+        for impl, fn, sync in peers.chain_peers(20, 1024):
+            self.add(case, impl, time_per_call(fn, sync, self.calls // 10))
 
     def mlp(self) -> None:
         from ._bench_models import mlp_case

@@ -106,3 +106,32 @@ def eager_peers():
     if torch is not None:
         t = torch.zeros(16, device="cuda")
         yield ("torch x.add_(1)", lambda: t.add_(1), torch.cuda.synchronize)
+
+
+def chain_peers(count: int, size: int):
+    """Graphs of ``count`` dependent in-place adds on ``size`` floats in CuPy and torch: the
+    device's own floor for a chain of small kernel nodes."""
+    cupy = _module("cupy") if _gpu() else None
+    if cupy is not None:
+        y = cupy.zeros(size, dtype=cupy.float32)
+        s = cupy.cuda.Stream(non_blocking=True)
+        with s:
+            y += 1
+            s.begin_capture()
+            for _ in range(count):
+                y += 1
+            cg = s.end_capture()
+        cg.upload()
+        yield (f"CuPy graph of the same {count} adds", lambda: cg.launch(s), s.synchronize)
+    torch = _torch_cuda()
+    if torch is not None:
+        t = torch.zeros(size, device="cuda")
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            t.add_(1)
+        torch.cuda.synchronize()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g):
+            for _ in range(count):
+                t.add_(1)
+        yield (f"torch CUDAGraph of the same {count} adds", g.replay, torch.cuda.synchronize)

@@ -126,3 +126,13 @@ def erf_for(xp):
     if _accelerator is not None and _accelerator.xp is xp:
         return getattr(_accelerator, "erf", None)
     return None
+
+
+def fuse_hook(xp):
+    """The ``fuse(name, function)`` hook of the backend whose namespace is ``xp`` (cuda: one
+    kernel through ``cupy.fuse``), or None (the function runs op by op): ``_fusion.fused``."""
+    if _host is None:
+        _backends()
+    if _accelerator is not None and _accelerator.xp is xp:
+        return getattr(_accelerator, "fuse", None)
+    return None

@@ -11,6 +11,8 @@ loop (as ``tensorplay.compile`` runs) checks only the fresh inputs.
 
 from __future__ import annotations
 
+from operator import is_ as _is
+
 import numpy as np
 
 from ._tensor import Tensor
@@ -56,8 +58,7 @@ class StaticPlan:
 
     def matches(self, static_inputs) -> bool:
         statics = self.statics
-        return len(static_inputs) == len(statics) and all(
-            a is b for a, b in zip(static_inputs, statics))
+        return len(static_inputs) == len(statics) and all(map(_is, static_inputs, statics))
 
 
 def plan_staging(static_inputs, inputs, device_index: int, backend, plan=None):
@@ -74,20 +75,23 @@ def plan_staging(static_inputs, inputs, device_index: int, backend, plan=None):
     if plan is None or not plan.matches(static_inputs):
         plan = StaticPlan(static_inputs, device_index, backend)
     copies = []
+    append = copies.append
     array_ptr = backend.array_ptr
-    for index, fresh in enumerate(inputs):
-        fast = plan.fast[index]
+    for index, (fresh, fast) in enumerate(zip(inputs, plan.fast)):
         if fast is not None and type(fresh) is Tensor and fresh._guard is None:
             dtype, device, shape, strides, dst, nbytes = fast
             data = fresh._data
             if (fresh._dtype is dtype and data.shape == shape and data.strides == strides
-                    and fresh._device == device):
-                copies.append((dst, array_ptr(data), nbytes))
+                    and (fresh._device is device or fresh._device == device)):
+                append((dst, array_ptr(data), nbytes))
                 continue
-        static = plan.statics[index]
-        _check_copyable(index, static, fresh)
-        if static.device.type == "cpu" or static.device.index != device_index:
-            raise ValueError(f"stage_and_launch: static_inputs[{index}] ({_describe(static)}) is "
-                             f"not on the graph's device {backend.device_type}:{device_index}")
-        static.copy_(fresh)
+        _copy_slow_pair(index, plan.statics[index], fresh, device_index, backend)
     return copies, plan
+
+
+def _copy_slow_pair(index: int, static, fresh, device_index: int, backend) -> None:
+    _check_copyable(index, static, fresh)
+    if static.device.type == "cpu" or static.device.index != device_index:
+        raise ValueError(f"stage_and_launch: static_inputs[{index}] ({_describe(static)}) is "
+                         f"not on the graph's device {backend.device_type}:{device_index}")
+    static.copy_(fresh)

@@ -34,6 +34,7 @@ import itertools
 import threading
 
 from .. import _device, _random
+from .._staging import plan_staging
 from ..backends import require_accelerator
 from . import _state
 from ._streams import Stream
@@ -106,6 +107,7 @@ class Graph:
         self._debug = False
         self._native_graph = None
         self._exec = None
+        self._launch = None
         self._pool_id = None
         self._device_index: int | None = None
         self._capture_stream: Stream | None = None
@@ -113,7 +115,6 @@ class Graph:
         self._record: _state.CaptureRecord | None = None
         self._bodies: list[tuple[Stream, Stream]] = []
         self._context_streams: list[Stream] = []
-        self._replays = 0
         self._staging_plan = None
 
     # -- pools ------------------------------------------------------------------------------
@@ -216,6 +217,7 @@ class Graph:
                                f"capture_error_mode={record.mode!r}); nothing was captured")
         try:
             self._exec = self._backend.instantiate(native_graph)
+            self._launch = self._backend.launcher(self._exec)
         except BaseException:
             self._backend.graph_destroy(native_graph, None)
             self._release_pool()
@@ -341,18 +343,16 @@ class Graph:
             stream: launch on this explicit stream instead of querying the current one — shaves
                 a thread-local lookup off hot loops pinned to one stream.
         """
-        exe = self._exec
-        if exe is None:
+        launch = self._launch
+        if launch is None:
             raise RuntimeError("replay: nothing captured yet (capture first, or after reset())")
         if stream is None:
-            native = _state.current_native_stream(self._device_index)
-        else:
-            native = stream._native
-            if stream.device_index != self._device_index:
-                raise ValueError(f"replay: the graph was captured on device "
-                                 f"{self._device_index}, the stream is on {stream.device}")
-        self._backend.graph_launch(exe, native)
-        self._replays += 1
+            launch(_state.current_native_stream(self._device_index))
+            return
+        if stream.device_index != self._device_index:
+            raise ValueError(f"replay: the graph was captured on device {self._device_index}, "
+                             f"the stream is on {stream.device}")
+        launch(stream._native)
 
     def stage_and_launch(self, static_inputs, inputs) -> None:
         """Stage every input onto its static buffer and replay, in one call.
@@ -368,8 +368,6 @@ class Graph:
             ValueError: lengths differ, or a pair cannot be copied (naming the index).
             TypeError: a non-Tensor in either sequence.
         """
-        from .._staging import plan_staging
-
         exe = self._exec
         if exe is None:
             raise RuntimeError("stage_and_launch: nothing captured yet")
@@ -377,7 +375,6 @@ class Graph:
         copies, self._staging_plan = plan_staging(static_inputs, inputs, self._device_index,
                                                   self._backend, self._staging_plan)
         self._backend.stage_and_launch(exe, native, copies)
-        self._replays += 1
 
     def reset(self) -> None:
         """Destroy the executable and release the pool reference.
@@ -388,10 +385,9 @@ class Graph:
         if self._record is not None:
             self._abandon()
         self._backend.graph_destroy(self._native_graph, self._exec)
-        self._native_graph = self._exec = None
+        self._native_graph = self._exec = self._launch = None
         self._release_pool()
         self._pool_arg = None if not isinstance(self._pool_arg, tuple) else self._pool_arg
-        self._replays = 0
         self._staging_plan = None
 
     def debug_dump(self, path) -> None:

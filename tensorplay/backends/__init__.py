@@ -163,6 +163,11 @@ class Backend(Protocol):
     def graph_launch(self, executable: Any, stream: Any) -> None:
         """Launch an executable on ``stream``."""
 
+    def launcher(self, executable: Any) -> Callable[[Any], None]:
+        """``launch(stream)``: ``graph_launch(executable, stream)`` with everything about the
+        executable bound once (``Graph.replay``'s hot path). Valid until the executable is
+        destroyed; the caller drops it then."""
+
     def stage_and_launch(self, executable: Any, stream: Any,
                          copies: list[tuple[int, int, int]]) -> None:
         """Copy each ``(dst_ptr, src_ptr, nbytes)`` device-to-device, then launch, all in stream

@@ -36,6 +36,7 @@ from __future__ import annotations
 import bisect
 import contextlib
 import ctypes
+import functools
 import itertools
 import os
 import threading
@@ -683,6 +684,9 @@ class SimBackend:
     def graph_launch(self, executable: SimExecutable, stream: SimStream) -> None:
         """Queue the whole graph as one item (a child-graph node when ``stream`` captures)."""
         self._submit(stream, [self._launch_node(executable)])
+
+    def launcher(self, executable: SimExecutable):
+        return functools.partial(self.graph_launch, executable)
 
     def stage_and_launch(self, executable: SimExecutable, stream: SimStream,
                          copies: list[tuple[int, int, int]]) -> None:

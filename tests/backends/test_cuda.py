@@ -391,7 +391,6 @@ def test_stage_and_launch_eight_inputs_over_100_launches(backend, make):
     backend.launch(stream, lambda: out.fill(0))
     backend.graph_launch(executable, stream)   # no staging: the statics keep the last inputs
     np.testing.assert_array_equal(host(backend, stream, out), expected[-1] * 2)
-    assert executable.launches == 101
     backend.graph_destroy(graph, executable)
 
 
@@ -429,3 +428,60 @@ def test_stage_and_launch_unaligned_and_odd_sizes(backend, make):
     expected[3101:3118] = data[3101:3118]
     np.testing.assert_array_equal(host(backend, stream, out), expected)
     backend.graph_destroy(graph, executable)
+
+
+def test_replay_after_stage_does_not_stage_again(backend, make):
+    """The staging node is disabled again by a plain launch: the static keeps what was
+    written into it since, and a later staged launch copies the new triplets."""
+    stream = backend.create_stream(0, 0)
+    static, out = make(256, np.float32, 0), make(256, np.float32, 0)
+    first, second = make(256, np.float32, 3), make(256, np.float32, 5)
+    executable, graph = _doubling_graph(backend, stream, static, out)
+    ptr = backend.array_ptr
+    backend.stage_and_launch(executable, stream, [(ptr(static), ptr(first), 1024)])
+    assert host(backend, stream, out)[0] == 6
+    backend.launch(stream, lambda: static.fill(7))
+    backend.graph_launch(executable, stream)
+    assert host(backend, stream, out)[0] == 14
+    backend.stage_and_launch(executable, stream, [(ptr(static), ptr(second), 1024)])
+    assert host(backend, stream, out)[0] == 10
+    backend.stage_and_launch(executable, stream, [])   # nothing to stage: a plain launch
+    backend.launch(stream, lambda: static.fill(1))
+    backend.graph_launch(executable, stream)
+    assert host(backend, stream, out)[0] == 2
+    backend.graph_destroy(graph, executable)
+
+
+def test_stage_and_launch_large_copies_use_many_blocks(backend, make):
+    stream = backend.create_stream(0, 0)
+    n = 3 << 20   # 12 MiB of float32 per copy: many blocks per row of the grid
+    static, out = make((2, n), np.float32, 0), make((2, n), np.float32, 0)
+    source = make((2, n), np.float32, 0)
+    data = np.random.default_rng(0).random((2, n), dtype=np.float32)
+    backend.from_host(stream, source, data)
+    executable, graph = _doubling_graph(backend, stream, static, out)
+    ptr = backend.array_ptr
+    backend.stage_and_launch(executable, stream,
+                             [(ptr(static[k]), ptr(source[k]), n * 4) for k in range(2)])
+    np.testing.assert_array_equal(host(backend, stream, out), data * 2)
+    assert executable.stage.params.gridDimX > 1 and executable.stage.params.gridDimY == 2
+    backend.graph_destroy(graph, executable)
+
+
+def test_graph_outlives_owner_release_until_its_executable_goes(backend, make):
+    stream = backend.create_stream(0, 0)
+    static, out = make(256, np.float32, 1), make(256, np.float32, 0)
+    executable, graph = _doubling_graph(backend, stream, static, out)
+    backend.graph_destroy(graph, None)           # the owner lets go: the exec still needs it
+    assert graph.destroyed and not graph.released
+    with pytest.raises(RuntimeError, match="destroyed"):
+        backend.graph_to_dot(graph, "/dev/null", False)
+    backend.stage_and_launch(executable, stream, [(backend.array_ptr(static),
+                                                   backend.array_ptr(out), 1024)])
+    assert host(backend, stream, out)[0] == 0    # static <- out (zeros), out = 2 * static
+    backend.graph_destroy(None, executable)
+    assert graph.released
+    with pytest.raises(RuntimeError, match="destroyed"):
+        backend.graph_launch(executable, stream)
+    with pytest.raises(RuntimeError, match="destroyed"):
+        backend.stage_and_launch(executable, stream, [(1, 2, 3)])

@@ -10,8 +10,9 @@ How the pieces fit:
 - ``_cupy_bridge.py``: CuPy's allocator hook into ``tensorplay._allocator`` (installed at first
   use, not at import) and the binding of CuPy's current stream to tensorplay's.
 - ``_kernels.py``: tensorplay's NVRTC kernels (conditional-handle setter, fused staging).
-- ``_graphs.py``: capture, if/while nodes, instantiate/launch bookkeeping, DOT dumps, and
-  Note [fused staging], which ``stage_and_launch`` below implements.
+- ``_graphs.py``: capture, if/while nodes, instantiate/launch bookkeeping, DOT dumps.
+- ``_stage_node.py``: the staging kernel node of every capture and Note [fused staging], which
+  ``stage_and_launch`` below implements.
 
 Tensor ops reach the device through :meth:`CudaBackend.launch`: it binds CuPy to the stream (one
 ``is`` comparison when it already is) and runs the op's kernel closure, whose CuPy calls the
@@ -25,7 +26,7 @@ cuda-bindings cannot be imported; with both present and no GPU visible the backe
 
 from __future__ import annotations
 
-import itertools
+import operator
 import threading
 from typing import Any
 
@@ -55,10 +56,7 @@ else:
     _D2D = runtime.cudaMemcpyKind.cudaMemcpyDeviceToDevice
     _DEFAULT_KIND = runtime.cudaMemcpyKind.cudaMemcpyDefault
     _DEVICE_MEMORY = runtime.cudaMemoryType.cudaMemoryTypeDevice
-    _SLOT_MASK = _graphs.SLOTS - 1
-    _SLOTS = _graphs.SLOTS
     _MAX_COPIES = _kernels.MAX_COPIES
-    _chain = itertools.chain.from_iterable
     _DESTROYED = object()   # an executable's handle after destroy: cuda-bindings rejects it
 
 _MODES = ("global", "thread_local", "relaxed")
@@ -214,8 +212,9 @@ class CudaBackend:
         return cupy.ndarray(tuple(shape), np.dtype(numpy_dtype),
                             cupy.cuda.MemoryPointer(memory, 0), strides=tuple(strides))
 
-    def array_ptr(self, array: Any) -> int:
-        return array.data.ptr
+    #: ``array_ptr(array)``: the device address of a CuPy array's first element (a C-level
+    #: getter: ``stage_and_launch`` calls it once per input).
+    array_ptr = staticmethod(operator.attrgetter("data.ptr"))
 
     # -- streams and events --------------------------------------------------------------------
     def default_stream(self, index: int) -> CudaStream:
@@ -246,7 +245,6 @@ class CudaBackend:
     def synchronize_device(self, index: int) -> None:
         with device_guard(self._check_index(index)):
             check(runtime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
-        _graphs.sweep()
 
     def create_event(self, index: int, enable_timing: bool) -> CudaEvent:
         return CudaEvent(self._check_index(index), enable_timing)
@@ -344,8 +342,8 @@ class CudaBackend:
 
     # -- capture and graphs --------------------------------------------------------------------
     def capture_begin(self, stream: CudaStream, mode: str) -> None:
-        """Begin capturing ``stream``; its first recorded work is the staging kernels (Note
-        [fused staging] in ``_graphs.py``)."""
+        """Begin capturing ``stream``; its first recorded work is the staging kernel (Note
+        [fused staging] in ``_stage_node.py``)."""
         _cupy_bridge.relax_this_thread()
         if mode not in _MODES:
             raise ValueError(f"capture mode {mode!r} is not valid; valid modes: "
@@ -359,16 +357,13 @@ class CudaBackend:
                                f"capture of its own")
         if _graphs.is_capturing(stream):
             raise RuntimeError(f"{stream!r} is already capturing; call capture_end() first")
-        blocks = max(1, self._device_properties(index)["multi_processor_count"])
+        blocks = 4 * max(1, self._device_properties(index)["multi_processor_count"])
         _graphs.begin_capture(stream, mode, blocks)
 
     def capture_end(self, stream: CudaStream) -> CudaGraph:
         """End the capture; RuntimeError (capture discarded) if a body is open or CUDA refused
         the capture, naming the CUDA error."""
-        try:
-            return _graphs.end_capture(stream)
-        finally:
-            _graphs.sweep()
+        return _graphs.end_capture(stream)
 
     def is_capturing(self, stream: CudaStream) -> bool:
         return _graphs.is_capturing(stream)
@@ -388,63 +383,61 @@ class CudaBackend:
             return _graphs.instantiate(graph, self._service_stream(graph.device_index))
 
     def graph_launch(self, executable: CudaExecutable, stream: CudaStream) -> None:
-        """cudaGraphLaunch (the replay hot path: one native call, one comparison)."""
+        """cudaGraphLaunch (the replay hot path: one native call, two comparisons); a staging
+        node left enabled by the previous ``stage_and_launch`` is disabled first."""
         try:
+            if executable.stage.enabled:
+                executable.stage.disable()
             err = _graph_launch(executable.handle, stream.handle)[0]
-        except TypeError:
+        except (TypeError, AttributeError):
             self._bad_launch(executable, stream)
             raise
         if err is not SUCCESS:
             raise_error(err, "cudaGraphLaunch")
-        executable.launches += 1
+
+    def launcher(self, executable: CudaExecutable):
+        """``launch(stream)`` for ``executable``: one closure frame around cudaGraphLaunch."""
+        handle, stage, bad_launch = executable.handle, executable.stage, self._bad_launch
+
+        def launch(stream, _launch=_graph_launch, _success=SUCCESS):
+            if stage.enabled:
+                stage.disable()
+            try:
+                err = _launch(handle, stream.handle)[0]
+            except (TypeError, AttributeError):
+                bad_launch(executable, stream)
+                raise
+            if err is not _success:
+                raise_error(err, "cudaGraphLaunch")
+        return launch
 
     def stage_and_launch(self, executable: CudaExecutable, stream: CudaStream,
                          copies: list[tuple[int, int, int]]) -> None:
-        """Copy each ``(dst_ptr, src_ptr, nbytes)`` then launch, as one native call: the triplets
-        go into the executable's staging slot, which the graph's first kernel copies (Note
-        [fused staging]); copies past the 64th go out as cudaMemcpyAsync first."""
-        stream_handle = stream.handle
-        count = len(copies)
-        offset = -1
-        if count:
-            words = executable.words
-            if words is None:
-                self._stage_without_ring(executable, stream, copies)
-                count = 0
-            else:
-                if count > _MAX_COPIES:
-                    self._copy_each(stream, copies[_MAX_COPIES:])
-                    copies = copies[:_MAX_COPIES]
-                    count = _MAX_COPIES
-                launch = executable.launches
-                if executable.consumed.value < launch - _SLOTS:
-                    executable.ring.wait_for_slot(launch, stream)
-                offset = executable.offsets[launch & _SLOT_MASK]
-                words[offset + 1:offset + 1 + 3 * count] = [*_chain(copies)]
-                words[offset] = count   # last: a bad triplet above leaves the slot empty
+        """Copy each ``(dst_ptr, src_ptr, nbytes)`` then launch: the triplets become the
+        parameters of the graph's staging node, so the copies run inside the launch (Note
+        [fused staging] in ``_stage_node.py``); copies past the 64th go out as cudaMemcpyAsync
+        first."""
+        if not copies:
+            self.graph_launch(executable, stream)
+            return
+        if executable.destroyed:
+            raise RuntimeError(f"stage_and_launch: {executable!r} was destroyed")
+        if len(copies) > _MAX_COPIES:
+            self._copy_each(stream, copies[_MAX_COPIES:])
+            copies = copies[:_MAX_COPIES]
+        executable.stage.load(copies)
         try:
-            err = _graph_launch(executable.handle, stream_handle)[0]
-        except TypeError:
-            if offset >= 0:
-                executable.words[offset] = 0
+            err = _graph_launch(executable.handle, stream.handle)[0]
+        except (TypeError, AttributeError):
             self._bad_launch(executable, stream)
             raise
-        if err is not SUCCESS and int(err) != 0:
-            if offset >= 0:
-                executable.words[offset] = 0   # the slot was not launched: leave it empty
+        if err is not SUCCESS:
             raise_error(err, "cudaGraphLaunch")
-        executable.launches += 1
 
     def _copy_each(self, stream: CudaStream, copies) -> None:
         handle = stream.handle
         for dst, src, nbytes in copies:
             check(_memcpy_async(dst, src, nbytes, _D2D, handle), "cudaMemcpyAsync")
-
-    def _stage_without_ring(self, executable: CudaExecutable, stream: CudaStream,
-                            copies) -> None:
-        if executable.destroyed:
-            raise RuntimeError(f"stage_and_launch: {executable!r} was destroyed")
-        self._copy_each(stream, copies)
 
     @staticmethod
     def _bad_launch(executable, stream) -> None:
@@ -455,25 +448,13 @@ class CudaBackend:
 
     def graph_destroy(self, graph: CudaGraph | None,
                       executable: CudaExecutable | None) -> None:
-        """cudaGraphExecDestroy / cudaGraphDestroy; None-safe and idempotent. Staging rings are
-        freed once the device is done with them (Note [fused staging])."""
+        """cudaGraphExecDestroy / cudaGraphDestroy; None-safe and idempotent. A graph with a
+        live executable is freed with it (its staging node identifies the exec's node)."""
         with relaxed_capture_mode():
-            if executable is not None and not executable.destroyed:
-                executable.destroyed = True
-                handle, executable.handle = executable.handle, _DESTROYED
-                ring, executable.ring = executable.ring, None
-                executable.words = executable.offsets = executable.consumed = None
-                try:
-                    check(runtime.cudaGraphExecDestroy(handle), "cudaGraphExecDestroy")
-                finally:
-                    _graphs.retire(ring, executable.launches)
-            if graph is not None and not graph.destroyed:
-                graph.destroyed = True
-                ring, graph.ring = graph.ring, None
-                try:
-                    check(runtime.cudaGraphDestroy(graph.handle), "cudaGraphDestroy")
-                finally:
-                    _graphs.retire(ring, 0)
+            if executable is not None:
+                _graphs.destroy_executable(executable, _DESTROYED)
+            if graph is not None:
+                _graphs.destroy_graph(graph)
 
     def graph_to_dot(self, graph: CudaGraph, path: str, verbose: bool) -> None:
         _graphs.to_dot(graph, str(path), bool(verbose))
@@ -489,6 +470,11 @@ class CudaBackend:
         """The error function of a float CuPy array in one kernel: :func:`._linalg.erf`."""
         from . import _linalg
         return _linalg.erf(x)
+
+    def fuse(self, name: str, function):
+        """``function`` (of CuPy arrays) as one kernel named ``name``: ``cupy.fuse``
+        (``tensorplay._fusion``)."""
+        return cupy.fuse(kernel_name=name)(function)
 
     def empty_host_cache(self) -> None:
         """Release CuPy's cached pinned host memory."""

@@ -5,73 +5,27 @@ bodies are captured on body streams of their own (``cudaStreamBeginCaptureToGrap
 node's body graph). Every capture and body is registered by its CUDA capture id so that a
 conditional begun on any stream of a capture finds the capture's mode and bookkeeping.
 
-Note [fused staging]
---------------------
-``stage_and_launch`` must copy N small inputs and launch the graph in one native call: eight
-``cudaMemcpyAsync`` of 1 KiB cost ~5 us each on the device and several us each on the host.
-So every capture records, as its FIRST work (``begin_capture``), a one-block kernel
-``tp_stage_fetch`` and a whole-grid kernel ``tp_stage`` (``_kernels.py``), and each graph owns:
-
-- a ring of ``SLOTS`` (64) slots in pinned host memory (``cudaHostAlloc`` portable|mapped; on
-  64-bit UVA systems the device reads it through the pointer ``cudaHostGetDevicePointer``
-  returns, which is the host pointer itself). A slot is uint64 words ``[count, then count
-  triplets dst, src, nbytes]`` with up to ``MAX_COPIES`` (64) triplets. A pinned "consumed"
-  word (int64, -1 at first) sits before the slots;
-- a small device-memory state: the launch counter, then the fetched count and triplets.
-
-Launches of one executable run in launch order on the device (CUDA orders every launch of a
-graph exec behind its previous launches, whatever the stream), so device launch n is host
-launch n. Host launch n uses slot ``n % SLOTS``. On the device, ``tp_stage_fetch`` copies that
-slot's count and triplets into the device state (the only read of host memory, by one block),
-sets the slot's count to 0 (consumed), writes n into the consumed word (after a system fence)
-and increments the counter; ``tp_stage`` then copies every triplet (grid-stride over bytes,
-16-byte vectors when dst and src are 16-aligned). ``graph_launch`` writes nothing: the slot it
-will read is 0 because its previous use consumed it. ``stage_and_launch`` first checks
-``consumed >= n - SLOTS`` (slot ``n % SLOTS`` was last used by launch n - SLOTS), spinning with
-``time.sleep(0)`` only when the device lags 64 launches behind; then one store writes the
-triplets and a second the count (last, so that a bad triplet leaves the slot empty), and one
-``cudaGraphLaunch`` follows. Copies past the 64th go
-out as ``cudaMemcpyAsync`` before the launch.
-
-(The brief's first design had the grid kernel read the slot and a one-thread kernel retire it;
-fetching in one block first reads host memory once instead of once per block, which for 64
-triplets and ~132 blocks is the difference between 1.5 KiB and 200 KiB over PCIe per launch.)
-
-The ring and state are made at ``capture_begin``, before any executable exists, so they hang on
-the :class:`Capture`, move to the :class:`CudaGraph` at ``capture_end`` and to the
-:class:`CudaExecutable` at ``instantiate`` (a graph instantiates once: its kernel nodes point at
-this one ring). ``graph_destroy`` retires them; they are freed once no capture is in flight,
-after a device synchronization if the executable was ever launched (``_graphs.sweep``).
-
-Pitfalls: the triplets of one call must not overlap each other (memcpy semantics, copied in
-parallel); launching the executable *into another capture* (a child graph) would advance the
-device counter out of step with the host's count, so it is not supported with staging.
+Every capture begins with the staging kernel node of ``stage_and_launch`` (Note [fused staging]
+in ``_stage_node.py``); the node belongs to the captured graph, which therefore lives as long as
+the executable made from it.
 """
 
 from __future__ import annotations
 
-import ctypes
 import os
 import threading
-import time
 
 import cupy
 from cuda.bindings import runtime
 
 from . import _kernels, _streams
-from ._runtime import (SUCCESS, CudaRuntimeError, check, device_guard, error_text,
-                       relaxed_capture_mode)
+from ._runtime import SUCCESS, check, device_guard, error_text, relaxed_capture_mode
+from ._stage_node import StageNode
 
-__all__ = ["Capture", "Conditional", "StagingRing", "CudaGraph", "CudaExecutable",
-           "begin_capture", "end_capture", "begin_conditional", "set_conditional",
-           "end_conditional", "is_capturing", "instantiate", "to_dot", "captures_in_flight",
-           "retire", "sweep", "SLOTS", "SLOT_WORDS"]
-
-SLOTS = 64
-SLOT_WORDS = 200           # >= 1 + 3 * MAX_COPIES; 1600 bytes keeps slots 64-byte aligned
-_HEADER_WORDS = 8          # the consumed word, padded to a cache line
-_STAGE_BLOCK = 512
-_FETCH_BLOCK = 256         # >= 3 * MAX_COPIES: one pass reads every triplet
+__all__ = ["Capture", "Conditional", "CudaGraph", "CudaExecutable", "begin_capture",
+           "end_capture", "begin_conditional", "set_conditional", "end_conditional",
+           "is_capturing", "instantiate", "to_dot", "captures_in_flight", "destroy_executable",
+           "destroy_graph"]
 
 MODES = {"global": runtime.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal,
          "thread_local": runtime.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal,
@@ -87,7 +41,6 @@ _SET_DEPENDENCIES = \
 _registry_lock = threading.Lock()
 _by_id: dict[int, "Capture"] = {}     # capture id (origin and bodies) -> its Capture
 _roots: set = set()                   # Captures in flight
-_retired: list = []                   # (StagingRing, launches) waiting to be freed
 
 
 def captures_in_flight() -> int:
@@ -95,124 +48,17 @@ def captures_in_flight() -> int:
     return len(_roots)
 
 
-def retire(ring: "StagingRing | None", launches: int) -> None:
-    """Free ``ring`` once no capture is in flight (``cudaFree`` and the device sync before it
-    are forbidden during a capture); until then keep it."""
-    if ring is not None:
-        with _registry_lock:
-            _retired.append((ring, launches))
-    sweep()
-
-
-def sweep() -> None:
-    """Free every retired ring, unless a capture is in flight. A ring that was ever launched is
-    freed after a device synchronization: the host cannot see when the last launch's
-    ``tp_stage`` (which reads the device state) has finished."""
-    if _roots or not _retired:
-        return
-    with _registry_lock:
-        if _roots:
-            return
-        entries = list(_retired)
-        _retired.clear()
-    for index in sorted({ring.device_index for ring, launches in entries if launches}):
-        with device_guard(index):
-            check(runtime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
-    for ring, _ in entries:
-        ring.free()
-
-
-class StagingRing:
-    """The pinned slot ring, consumed word and device launch counter of one graph."""
-
-    __slots__ = ("device_index", "host_ptr", "device_ptr", "state_ptr", "words", "consumed",
-                 "offsets")
-
-    def __init__(self, device_index: int, stream):
-        self.device_index = device_index
-        self.host_ptr = self.state_ptr = 0
-        total = _HEADER_WORDS + SLOTS * SLOT_WORDS
-        flags = runtime.cudaHostAllocPortable | runtime.cudaHostAllocMapped
-        try:
-            with device_guard(device_index):
-                self._allocate(total, flags, stream)
-        except BaseException:
-            self.free()
-            raise
-        self.offsets = [_HEADER_WORDS + slot * SLOT_WORDS for slot in range(SLOTS)]
-
-    def _allocate(self, total: int, flags: int, stream) -> None:
-        """Pinned ring (zeroed, consumed = -1), its device address, and the zeroed state."""
-        self.host_ptr = check(runtime.cudaHostAlloc(total * 8, flags), "cudaHostAlloc")
-        ctypes.memset(self.host_ptr, 0, total * 8)
-        self.words = (ctypes.c_uint64 * total).from_address(self.host_ptr)
-        self.consumed = ctypes.c_int64.from_address(self.host_ptr)
-        self.consumed.value = -1
-        try:
-            self.device_ptr = int(check(runtime.cudaHostGetDevicePointer(self.host_ptr, 0),
-                                        "cudaHostGetDevicePointer"))
-        except CudaRuntimeError:
-            self.device_ptr = self.host_ptr   # UVA: the host pointer works on the device
-        state_bytes = _kernels.STATE_WORDS * 8
-        self.state_ptr = check(runtime.cudaMalloc(state_bytes), "cudaMalloc")
-        check(runtime.cudaMemsetAsync(self.state_ptr, 0, state_bytes, stream.handle),
-              "cudaMemsetAsync")
-        check(runtime.cudaStreamSynchronize(stream.handle), "cudaStreamSynchronize")
-
-    def kernel_args(self) -> tuple[tuple, tuple]:
-        """Arguments of tp_stage_fetch and of tp_stage."""
-        slots_ptr = _kernels.pointer(self.device_ptr + _HEADER_WORDS * 8)
-        state = _kernels.pointer(self.state_ptr)
-        fetch = (slots_ptr, state, _kernels.pointer(self.device_ptr), _kernels.word(SLOT_WORDS),
-                 _kernels.word(SLOTS))
-        return fetch, (state,)
-
-    def wait_for_slot(self, launch: int, stream) -> None:
-        """Spin until the device has consumed launch ``launch - SLOTS``'s slot; raise if the
-        stream failed meanwhile (a sticky error would otherwise spin forever)."""
-        spins = 0
-        while self.consumed.value < launch - SLOTS:
-            time.sleep(0)
-            spins += 1
-            if spins % 4096:
-                continue
-            err = runtime.cudaStreamQuery(stream.handle)[0]
-            if err is runtime.cudaError_t.cudaErrorNotReady:
-                continue
-            if err is not SUCCESS:
-                check((err,), "cudaStreamQuery (waiting for a staging slot)")
-            # The stream is idle: wait for the whole device once, then the slot must be free.
-            with device_guard(self.device_index):
-                check(runtime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
-            if self.consumed.value < launch - SLOTS:
-                raise RuntimeError(
-                    f"stage_and_launch: the staging ring of cuda:{self.device_index} is out of "
-                    f"step (launch {launch}, the device consumed up to {self.consumed.value}); "
-                    f"was this executable launched inside another capture? (Note [fused "
-                    f"staging])")
-
-    def free(self) -> None:
-        """Release the memory (idempotent). The caller ensures the device no longer uses it."""
-        state, self.state_ptr = self.state_ptr, 0
-        host, self.host_ptr = self.host_ptr, 0
-        with device_guard(self.device_index):
-            if state:
-                check(runtime.cudaFree(state), "cudaFree")
-            if host:
-                check(runtime.cudaFreeHost(host), "cudaFreeHost")
-
-
 class Capture:
-    """One capture in flight: its origin stream, mode, staging ring and open conditionals."""
+    """One capture in flight: its origin stream, mode, staging node and open conditionals."""
 
-    __slots__ = ("stream", "mode_name", "mode", "ring", "ids", "open", "thread")
+    __slots__ = ("stream", "mode_name", "mode", "stage", "ids", "open", "thread")
 
-    def __init__(self, stream, mode_name: str, ring: StagingRing):
+    def __init__(self, stream, mode_name: str, stage: StageNode):
         self.stream = stream
         self.thread = threading.get_ident()
         self.mode_name = mode_name
         self.mode = MODES[mode_name]
-        self.ring = ring
+        self.stage = stage
         self.ids: list[int] = []
         self.open: list[Conditional] = []
 
@@ -232,16 +78,19 @@ class Conditional:
 
 
 class CudaGraph:
-    """A captured ``cudaGraph_t`` (owned: destroyed by ``graph_destroy``)."""
+    """A captured ``cudaGraph_t``. ``destroyed`` once its owner let go of it (``graph_destroy``);
+    the native graph is freed then, or with its executable if it has one (Note [fused
+    staging])."""
 
-    __slots__ = ("handle", "device_index", "ring", "destroyed", "instantiated")
+    __slots__ = ("handle", "device_index", "stage", "destroyed", "executable", "released")
 
-    def __init__(self, handle, device_index: int, ring: StagingRing | None):
+    def __init__(self, handle, device_index: int, stage: StageNode):
         self.handle = handle
         self.device_index = device_index
-        self.ring = ring
+        self.stage = stage
         self.destroyed = False
-        self.instantiated = False
+        self.executable: CudaExecutable | None = None
+        self.released = False
 
     def __repr__(self) -> str:
         state = "destroyed" if self.destroyed else "live"
@@ -249,25 +98,51 @@ class CudaGraph:
 
 
 class CudaExecutable:
-    """An instantiated graph (``cudaGraphExec_t``) and its staging ring; ``launches`` counts
-    successful launches (Note [fused staging])."""
+    """An instantiated graph (``cudaGraphExec_t``), the graph it came from and its staging
+    node."""
 
-    __slots__ = ("handle", "device_index", "ring", "launches", "destroyed", "words", "offsets",
-                 "consumed")
+    __slots__ = ("handle", "device_index", "stage", "source", "destroyed")
 
-    def __init__(self, handle, device_index: int, ring: StagingRing | None):
+    def __init__(self, handle, device_index: int, source: CudaGraph):
         self.handle = handle
         self.device_index = device_index
-        self.ring = ring
-        self.launches = 0
+        self.source = source
+        self.stage = source.stage
         self.destroyed = False
-        self.words = ring.words if ring is not None else None
-        self.offsets = ring.offsets if ring is not None else None
-        self.consumed = ring.consumed if ring is not None else None
 
     def __repr__(self) -> str:
-        state = "destroyed" if self.destroyed else f"{self.launches} launches"
+        state = "destroyed" if self.destroyed else "live"
         return f"CudaExecutable(cuda:{self.device_index}, {state})"
+
+
+def _release(graph: CudaGraph) -> None:
+    if not graph.released:
+        graph.released = True
+        check(runtime.cudaGraphDestroy(graph.handle), "cudaGraphDestroy")
+
+
+def destroy_graph(graph: CudaGraph) -> None:
+    """The owner lets go of ``graph`` (idempotent); freed now unless an executable uses it."""
+    if graph.destroyed:
+        return
+    graph.destroyed = True
+    if graph.executable is None or graph.executable.destroyed:
+        _release(graph)
+
+
+def destroy_executable(executable: CudaExecutable, handle_after) -> None:
+    """Destroy ``executable`` (idempotent), and its graph if the owner already let go of it.
+    ``handle_after`` replaces the handle (a value cuda-bindings rejects, for clear errors)."""
+    if executable.destroyed:
+        return
+    executable.destroyed = True
+    executable.stage.enabled = False   # nothing to disable on a destroyed executable
+    handle, executable.handle = executable.handle, handle_after
+    try:
+        check(runtime.cudaGraphExecDestroy(handle), "cudaGraphExecDestroy")
+    finally:
+        if executable.source.destroyed:
+            _release(executable.source)
 
 
 # -- capture ---------------------------------------------------------------------------------
@@ -279,33 +154,25 @@ def _capture_id(stream) -> tuple:
 
 
 def begin_capture(stream, mode_name: str, stage_blocks: int) -> Capture:
-    """Begin capturing ``stream`` and record the staging kernels as its first work.
+    """Begin capturing ``stream`` and record the staging kernel as its first work.
 
-    The caller has checked the mode and the stream. The ring allocation (cudaHostAlloc,
-    cudaMalloc, a sync of ``stream``) runs in relaxed capture mode when another capture is in
-    flight, which would otherwise forbid those calls.
+    The caller has checked the mode and the stream. Kernels are compiled before the capture
+    begins (relaxed, in case another capture is in flight).
     """
     index = stream.device_index
     with relaxed_capture_mode():
-        _kernels.ensure(index, _kernels.SET_CONDITIONAL, _kernels.STAGE_FETCH, _kernels.STAGE)
-        ring = StagingRing(index, stream)
+        _kernels.ensure(index, _kernels.SET_CONDITIONAL, _kernels.STAGE)
+        stage = StageNode(index, stage_blocks)
+    check(runtime.cudaStreamBeginCapture(stream.handle, MODES[mode_name]),
+          "cudaStreamBeginCapture")
+    capture = Capture(stream, mode_name, stage)
     try:
-        check(runtime.cudaStreamBeginCapture(stream.handle, MODES[mode_name]),
-              "cudaStreamBeginCapture")
-    except BaseException:
-        retire(ring, 0)
-        raise
-    capture = Capture(stream, mode_name, ring)
-    try:
-        fetch_args, stage_args = ring.kernel_args()
-        _kernels.launch(_kernels.STAGE_FETCH, stream, 1, _FETCH_BLOCK, fetch_args)
-        _kernels.launch(_kernels.STAGE, stream, stage_blocks, _STAGE_BLOCK, stage_args)
+        stage.record(stream)
         status, capture_id = _capture_id(stream)
     except BaseException:
         result = runtime.cudaStreamEndCapture(stream.handle)
         if result[0] is SUCCESS and result[1] is not None:
             runtime.cudaGraphDestroy(result[1])
-        retire(ring, 0)
         raise
     capture.ids.append(capture_id)
     with _registry_lock:
@@ -324,12 +191,12 @@ def _forget(capture: Capture) -> None:
 
 
 def end_capture(stream) -> CudaGraph:
-    """End the capture begun on ``stream`` and return its graph (owning the ring).
+    """End the capture begun on ``stream`` and return its graph.
 
     Raises:
         RuntimeError: a conditional body is still open (all are closed, the capture is
             discarded), or CUDA refused the capture (invalidated, unjoined ...), naming the
-            error. In every error case nothing is left capturing and the ring is released.
+            error. In every error case nothing is left capturing.
     """
     capture = stream.capture
     index = stream.device_index
@@ -352,7 +219,6 @@ def end_capture(stream) -> CudaGraph:
     if err is not SUCCESS or still_open:
         if err is SUCCESS and graph is not None:
             runtime.cudaGraphDestroy(graph)
-        retire(capture.ring, 0)   # never launched: freed once no capture is in flight
         if still_open:
             raise RuntimeError(f"capture_end: {len(still_open)} conditional body(ies) still "
                                f"open on cuda:{index}; call end_conditional() first. The "
@@ -361,7 +227,7 @@ def end_capture(stream) -> CudaGraph:
         raise RuntimeError(f"capture_end: the capture on cuda:{index} failed: "
                            f"cudaStreamEndCapture returned {name} ({description}); the capture "
                            f"is discarded")
-    return CudaGraph(graph, index, capture.ring)
+    return CudaGraph(graph, index, capture.stage)
 
 
 def is_capturing(stream) -> bool:
@@ -531,24 +397,24 @@ def end_conditional(body_stream) -> None:
 # -- executables -----------------------------------------------------------------------------
 
 def instantiate(graph: CudaGraph, upload_stream) -> CudaExecutable:
-    """Instantiate and upload ``graph``; the executable takes over its staging ring."""
+    """Instantiate and upload ``graph``; the executable takes over its staging node (disabled)."""
     if graph.destroyed:
         raise RuntimeError(f"instantiate: {graph!r} was destroyed")
-    if graph.instantiated:
+    if graph.executable is not None:
         raise RuntimeError(f"instantiate: {graph!r} was already instantiated; its staging "
-                           f"kernels belong to that executable (capture again for another)")
+                           f"node belongs to that executable (capture again for another)")
     with device_guard(graph.device_index):
         handle = check(runtime.cudaGraphInstantiateWithFlags(graph.handle, 0),
                        "cudaGraphInstantiateWithFlags")
         try:
+            graph.stage.bind(handle)
             check(runtime.cudaGraphUpload(handle, upload_stream.handle), "cudaGraphUpload")
             check(runtime.cudaStreamSynchronize(upload_stream.handle), "cudaStreamSynchronize")
         except BaseException:
             runtime.cudaGraphExecDestroy(handle)
             raise
-    executable = CudaExecutable(handle, graph.device_index, graph.ring)
-    graph.ring = None
-    graph.instantiated = True
+    executable = CudaExecutable(handle, graph.device_index, graph)
+    graph.executable = executable
     return executable
 
 

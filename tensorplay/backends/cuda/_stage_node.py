@@ -1,0 +1,144 @@
+"""The staging kernel node every cuda capture begins with (``Graph.stage_and_launch``).
+
+Note [fused staging]
+--------------------
+``stage_and_launch`` must copy N small inputs and launch the graph in as few native calls as
+possible: eight ``cudaMemcpyAsync`` of 1 KiB cost ~5 us each on the device and several us each on
+the host. So every capture records, as its FIRST work, one kernel node ``tp_stage(args)``
+(``_kernels.py``) whose only parameter is a struct passed BY VALUE: a count and up to
+``MAX_COPIES`` (64) triplets ``dst, src, nbytes``. Block ``(x, k)`` copies a share of triplet
+``k`` (16-byte vectors when dst and src are 16-aligned, bytes otherwise).
+
+A staged launch is two driver calls and one launch:
+
+1. ``cuGraphExecKernelNodeSetParams`` on the executable puts this call's triplets (and a grid of
+   ``count`` rows, enough blocks per row for the largest copy) into the node. CUDA copies the
+   parameters at the call and applies them to *future* launches only: launches already queued
+   keep the triplets they were given, so nothing on the host has to wait for the device.
+2. ``cuGraphNodeSetEnabled(1)``, only if the node was disabled.
+3. ``cudaGraphLaunch``.
+
+The node starts *disabled* after instantiation: a disabled kernel node runs as an empty node, so a
+plain ``replay()`` pays no device time for staging. ``replay()`` disables it again (one call) when
+the previous launch staged, so alternating the two is correct and a steady loop of either makes
+no extra call. Copies past the 64th go out as ``cudaMemcpyAsync`` before the launch.
+
+The node is found again as the capture's only dependency right after it is recorded. Its handle
+belongs to the captured ``cudaGraph_t``, which must outlive the executable (CUDA identifies exec
+nodes by the graph's nodes), so the backend destroys a graph only once its executable is gone.
+
+Pitfall: the triplets of one call must not overlap each other (memcpy semantics, copied in
+parallel).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import itertools
+import operator
+
+from cuda.bindings import driver, runtime
+
+from . import _kernels
+from ._runtime import check
+
+__all__ = ["MAX_COPIES", "StageNode"]
+
+MAX_COPIES = _kernels.MAX_COPIES
+BLOCK = 256                    # threads per block; 16 bytes each per pass
+_BYTES_PER_PASS = 16 * BLOCK
+_largest = operator.itemgetter(2)
+_flatten = itertools.chain.from_iterable
+_set_params = driver.cuGraphExecKernelNodeSetParams
+_SUCCESS = driver.CUresult.CUDA_SUCCESS
+
+
+class _StageArgs(ctypes.Structure):
+    """Mirror of ``struct tp_stage_args`` in ``_kernels.py``."""
+
+    _fields_ = [("count", ctypes.c_uint64), ("words", ctypes.c_uint64 * (3 * MAX_COPIES))]
+
+
+def _driver_check(result, call: str):
+    err = result[0]
+    if err != _SUCCESS:
+        _, name = driver.cuGetErrorName(err)
+        _, text = driver.cuGetErrorString(err)
+        raise RuntimeError(f"{call} failed: {name.decode() if name else err} "
+                           f"({text.decode() if text else 'no description'})")
+    return result[1] if len(result) > 1 else None
+
+
+class StageNode:
+    """The ``tp_stage`` node of one capture, then of its executable.
+
+    Lifecycle: :meth:`record` (first work of a capture), :meth:`bind` (after instantiation:
+    reads the node's parameters back and disables it), then :meth:`load` / :meth:`disable`
+    around launches. ``enabled`` says whether the next launch stages.
+    """
+
+    __slots__ = ("device_index", "max_blocks", "node", "exec", "params", "enabled", "args",
+                 "_pointers", "_grid")
+
+    def __init__(self, device_index: int, max_blocks: int):
+        self.device_index = device_index
+        self.max_blocks = max(1, max_blocks)
+        self.node = self.exec = self.params = None
+        self.enabled = False
+        self.args = _StageArgs()
+        self._pointers = (ctypes.c_void_p * 1)(ctypes.addressof(self.args))
+        self._grid = (1, 1)
+
+    @property
+    def _params_address(self) -> int:
+        return ctypes.addressof(self._pointers)
+
+    def record(self, stream) -> None:
+        """Launch ``tp_stage`` (count 0) on the capturing ``stream`` and remember its node."""
+        function = driver.CUfunction(_kernels.function_handle(_kernels.STAGE, self.device_index))
+        _driver_check(driver.cuLaunchKernel(function, 1, 1, 1, BLOCK, 1, 1, 0,
+                                            driver.CUstream(int(stream.handle)),
+                                            self._params_address, 0), "cuLaunchKernel (tp_stage)")
+        info = check(runtime.cudaStreamGetCaptureInfo(stream.handle), "cudaStreamGetCaptureInfo")
+        dependencies = info[3]
+        if not dependencies or len(dependencies) != 1:
+            raise RuntimeError(f"capture_begin: expected the staging kernel to be the capture's "
+                               f"only dependency, found {len(dependencies or ())}")
+        self.node = driver.CUgraphNode(int(dependencies[0]))
+
+    def bind(self, executable_handle) -> None:
+        """Attach to the executable instantiated from the recorded graph; start disabled."""
+        self.exec = driver.CUgraphExec(int(executable_handle))
+        params = _driver_check(driver.cuGraphKernelNodeGetParams(self.node),
+                               "cuGraphKernelNodeGetParams (tp_stage)")
+        params.kernelParams = self._params_address
+        self.params = params
+        self.enabled = True
+        self.disable()
+
+    def load(self, copies) -> None:
+        """Make the next launch copy ``copies`` (at most ``MAX_COPIES`` triplets, at least one)."""
+        count = len(copies)
+        args = self.args
+        args.words[0:3 * count] = [*_flatten(copies)]
+        args.count = count
+        per_copy = -(-max(map(_largest, copies)) // _BYTES_PER_PASS)
+        grid = (max(1, min(per_copy, self.max_blocks // count)), count)
+        params = self.params
+        if grid != self._grid:
+            params.gridDimX, params.gridDimY = grid
+            self._grid = grid
+        err = _set_params(self.exec, self.node, params)[0]
+        if err is not _SUCCESS:
+            _driver_check((err,), "cuGraphExecKernelNodeSetParams (tp_stage)")
+        if not self.enabled:
+            _driver_check(driver.cuGraphNodeSetEnabled(self.exec, self.node, 1),
+                          "cuGraphNodeSetEnabled (tp_stage)")
+            self.enabled = True
+
+    def disable(self) -> None:
+        """Make the next launch skip staging."""
+        if self.enabled:
+            _driver_check(driver.cuGraphNodeSetEnabled(self.exec, self.node, 0),
+                          "cuGraphNodeSetEnabled (tp_stage)")
+            self.enabled = False

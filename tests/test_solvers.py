@@ -1,0 +1,91 @@
+"""The conjugate-gradient Poisson solver (demo and benchmark): fused steps against a NumPy
+reference, and the one-graph solve against stepping eagerly."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from support import accelerator_device, requires_accelerator, to_numpy
+from tensorplay import _solvers
+
+
+def _numpy_apply(x):
+    out = 4 * x
+    out[1:, :] -= x[:-1, :]
+    out[:-1, :] -= x[1:, :]
+    out[:, 1:] -= x[:, :-1]
+    out[:, :-1] -= x[:, 1:]
+    return out
+
+
+def _numpy_cg(b, steps):
+    b = b.astype(np.float64)
+    x, r, p = np.zeros_like(b), b.copy(), b.copy()
+    rs = (r * r).sum()
+    for _ in range(steps):
+        ap = _numpy_apply(p)
+        alpha = rs / (p * ap).sum()
+        x += alpha * p
+        r -= alpha * ap
+        rs_new = (r * r).sum()
+        p = r + (rs_new / rs) * p
+        rs = rs_new
+    return x, r, rs
+
+
+def test_fused_steps_match_the_numpy_reference(device):
+    n = 16
+    b = _solvers.poisson_rhs(n, device)
+    solver = _solvers.PoissonCG(b, 1e-6, 100)
+    for _ in range(5):
+        solver.step()
+    x, r, rs = _numpy_cg(to_numpy(b), 5)
+    np.testing.assert_allclose(to_numpy(solver.x), x, rtol=1e-3, atol=1e-4)
+    np.testing.assert_allclose(to_numpy(solver.r), r, rtol=1e-3, atol=1e-3)
+    assert float(solver.rs.item()) == pytest.approx(rs, rel=1e-3)
+    assert int(solver.iterations.item()) == 5
+    assert bool(solver.running.item()) is True
+    padded = to_numpy(solver.padded)     # the border of the direction buffer stays zero
+    assert not padded[0].any() and not padded[-1].any()
+    assert not padded[:, 0].any() and not padded[:, -1].any()
+
+
+def test_step_stops_at_max_iterations(device):
+    solver = _solvers.PoissonCG(_solvers.poisson_rhs(8, device), 1e-6, 3)
+    for _ in range(3):
+        solver.step()
+    assert int(solver.iterations.item()) == 3 and bool(solver.running.item()) is False
+
+
+@requires_accelerator
+def test_graph_solve_matches_eager_stepping_and_replays():
+    device = accelerator_device()
+    n, tol = 24, 1e-5
+    eager = _solvers.PoissonCG(_solvers.poisson_rhs(n, device), tol, 10 * n)
+    while bool(eager.running.item()):
+        eager.step()
+    solver = _solvers.PoissonCG(_solvers.poisson_rhs(n, device), tol, 10 * n)
+    graph = _solvers.cg_graph(solver)
+    for _ in range(2):                    # a second replay after restart solves again
+        solver.restart()
+        graph.replay()
+        assert int(solver.iterations.item()) == int(eager.iterations.item())
+        np.testing.assert_allclose(to_numpy(solver.x), to_numpy(eager.x), rtol=1e-5, atol=1e-6)
+    assert int(solver.iterations.item()) < 10 * n
+    assert float((solver.rs / (solver.b * solver.b).sum()).sqrt().item()) <= tol * 1.0001
+    assert _solvers.relative_residual(solver, tol) < 1e-2
+
+
+def test_zero_right_hand_side_does_not_iterate(device):
+    solver = _solvers.PoissonCG(tp.zeros((8, 8), device=device), 1e-6, 10)
+    assert bool(solver.running.item()) is False
+    assert not to_numpy(solver.x).any()
+
+
+@pytest.mark.parametrize("shape,tol,message", [((4, 5), 1e-6, "square"), ((1, 1), 1e-6, "n >= 2"),
+                                               ((4, 4), 0.0, "tol"), ((4, 4), 2.0, "tol")])
+def test_bad_arguments_say_what_was_given(shape, tol, message):
+    with pytest.raises(ValueError, match=message):
+        _solvers.PoissonCG(tp.ones(shape), tol, 10)

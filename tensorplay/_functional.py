@@ -69,10 +69,14 @@ def sub(input, other, *, alpha=1, out: Tensor | None = None) -> Tensor:
 
 
 def add_(input, other, *, alpha=1) -> Tensor:
+    if alpha == 1:   # the eager hot path: one frame less
+        return _ops.binary("add", input, other, out=input)
     return add(input, other, alpha=alpha, out=input)
 
 
 def sub_(input, other, *, alpha=1) -> Tensor:
+    if alpha == 1:
+        return _ops.binary("sub", input, other, out=input)
     return sub(input, other, alpha=alpha, out=input)
 
 

@@ -171,8 +171,8 @@ def _fast_binary(op: str, a: Tensor, b, out: Tensor | None):
         return None
     data = a._data
     if type(b) is Tensor:
-        if b._dtype is not dtype or b._device != a._device or b._data.shape != data.shape \
-                or b._guard is not None:
+        if b._dtype is not dtype or (b._device is not a._device and b._device != a._device) \
+                or b._data.shape != data.shape or b._guard is not None:
             return None
         other = b._data
     elif type(b) in _FAST_SCALARS:

@@ -53,10 +53,10 @@ def current_stream(index: int):
 
 def current_native_stream(index: int):
     """The native handle of :func:`current_stream` (hot path of every accelerator op)."""
-    stream = _streams_of_thread().get(index)
-    if stream is None:
+    try:
+        return _local.streams[index]._native
+    except (AttributeError, KeyError):   # no stream set on this thread (for this device) yet
         return current_stream(index)._native
-    return stream._native
 
 
 def set_current_stream(stream) -> None:

@@ -134,7 +134,7 @@ def from_dlpack(obj) -> Tensor:
                         f"imported: this build holds cpu data"
                         + ("" if backend is None else f" and {backend.device_type} data"))
     array = backend.xp.from_dlpack(obj)
-    return Tensor._make(array, _device.device("cuda", int(device_id)))
+    return Tensor._make(array, _device._canonical("cuda", int(device_id)))
 
 
 def empty(*size, dtype=None, device=None) -> Tensor:

@@ -86,6 +86,15 @@ class device:
 
 
 CPU = device("cpu")
+_concrete: dict[tuple[str, int], device] = {("cpu", 0): CPU}
+
+
+def _canonical(kind: str, index: int) -> device:
+    """The one shared object for a concrete device, so that hot paths compare with ``is``."""
+    found = _concrete.get((kind, index))
+    if found is None:
+        found = _concrete.setdefault((kind, index), device(kind, index))
+    return found
 
 
 def _valid_devices_text(accelerator) -> str:
@@ -98,6 +107,7 @@ def _valid_devices_text(accelerator) -> str:
 
 def resolve(spelling, *, default_cpu: bool = False) -> device:
     """Turn any device spelling into a concrete device (type and index), checking it exists.
+    The result is the one shared object for that device (compare with ``is`` on hot paths).
 
     ``None`` means the current accelerator device, or ``cpu`` when ``default_cpu`` is set (tensor
     creation) or no accelerator was built and ``default_cpu`` is set.
@@ -116,7 +126,7 @@ def resolve(spelling, *, default_cpu: bool = False) -> device:
         if accelerator is None:
             raise ValueError("no device given and this build has no accelerator: "
                              + _valid_devices_text(None))
-        return device(accelerator.device_type, _state.current_device_index())
+        return _canonical(accelerator.device_type, _state.current_device_index())
     if isinstance(spelling, bool):
         raise TypeError(f"expected a device, a device string or an int index, got {spelling!r}")
     if isinstance(spelling, int):
@@ -136,11 +146,11 @@ def resolve(spelling, *, default_cpu: bool = False) -> device:
         raise ValueError(f"device {str(spelling)!r} is not available: "
                          + _valid_devices_text(accelerator))
     if spelling.index is None:
-        return device(spelling.type, _state.current_device_index())
+        return _canonical(spelling.type, _state.current_device_index())
     if spelling.index >= accelerator.device_count():
         raise ValueError(f"device {str(spelling)!r} is out of range: "
                          + _valid_devices_text(accelerator))
-    return spelling
+    return _canonical(spelling.type, spelling.index)
 
 
 def resolve_accelerator_index(spelling) -> int:

@@ -51,6 +51,7 @@ class Stream:
         self.device_index = _device.resolve_accelerator_index(device)
         self.priority = priority
         self._native = backend.create_stream(self.device_index, priority)
+        self._handle = backend.stream_handle(self._native)
         self._previous: list = []
 
     @classmethod
@@ -59,12 +60,13 @@ class Stream:
         stream.device_index = index
         stream.priority = 0
         stream._native = native
+        stream._handle = require_accelerator().stream_handle(native)
         stream._previous = []
         return stream
 
     @property
     def device(self):
-        return _device.device(require_accelerator().device_type, self.device_index)
+        return _device._canonical(require_accelerator().device_type, self.device_index)
 
     def query(self) -> bool:
         """Whether all work queued on this stream has completed."""

@@ -107,7 +107,8 @@ class Graph:
         self._debug = False
         self._native_graph = None
         self._exec = None
-        self._launch = None
+        self._launch = self._launch_ok = self._launch_failed = None
+        self._staged = False
         self._pool_id = None
         self._device_index: int | None = None
         self._capture_stream: Stream | None = None
@@ -217,7 +218,8 @@ class Graph:
                                f"capture_error_mode={record.mode!r}); nothing was captured")
         try:
             self._exec = self._backend.instantiate(native_graph)
-            self._launch = self._backend.launcher(self._exec)
+            self._launch, self._launch_ok, self._launch_failed = \
+                self._backend.launcher(self._exec)
         except BaseException:
             self._backend.graph_destroy(native_graph, None)
             self._release_pool()
@@ -347,12 +349,16 @@ class Graph:
         if launch is None:
             raise RuntimeError("replay: nothing captured yet (capture first, or after reset())")
         if stream is None:
-            launch(_state.current_native_stream(self._device_index))
-            return
-        if stream.device_index != self._device_index:
+            stream = _state.current_stream(self._device_index)
+        elif stream.device_index != self._device_index:
             raise ValueError(f"replay: the graph was captured on device {self._device_index}, "
                              f"the stream is on {stream.device}")
-        launch(stream._native)
+        if self._staged:
+            self._backend.unstage(self._exec)
+            self._staged = False
+        result = launch(stream._handle)
+        if result[0] is not self._launch_ok:
+            self._launch_failed(result, stream._native)
 
     def stage_and_launch(self, static_inputs, inputs) -> None:
         """Stage every input onto its static buffer and replay, in one call.
@@ -375,6 +381,7 @@ class Graph:
         copies, self._staging_plan = plan_staging(static_inputs, inputs, self._device_index,
                                                   self._backend, self._staging_plan)
         self._backend.stage_and_launch(exe, native, copies)
+        self._staged = bool(copies)
 
     def reset(self) -> None:
         """Destroy the executable and release the pool reference.
@@ -386,6 +393,7 @@ class Graph:
             self._abandon()
         self._backend.graph_destroy(self._native_graph, self._exec)
         self._native_graph = self._exec = self._launch = None
+        self._staged = False
         self._release_pool()
         self._pool_arg = None if not isinstance(self._pool_arg, tuple) else self._pool_arg
         self._staging_plan = None

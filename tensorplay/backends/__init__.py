@@ -163,10 +163,20 @@ class Backend(Protocol):
     def graph_launch(self, executable: Any, stream: Any) -> None:
         """Launch an executable on ``stream``."""
 
-    def launcher(self, executable: Any) -> Callable[[Any], None]:
-        """``launch(stream)``: ``graph_launch(executable, stream)`` with everything about the
-        executable bound once (``Graph.replay``'s hot path). Valid until the executable is
-        destroyed; the caller drops it then."""
+    def launcher(self, executable: Any) -> tuple[Callable, Any, Callable]:
+        """``Graph.replay``'s hot path, bound once per executable: ``(launch, ok, failed)``.
+
+        ``launch(handle)`` launches the executable on the stream whose :meth:`stream_handle` is
+        ``handle`` and returns a tuple whose first item ``is ok`` on success; otherwise
+        ``failed(result, stream)`` raises. ``launch`` leaves staging as the last
+        ``stage_and_launch`` set it (call :meth:`unstage` first), and is valid until the
+        executable is destroyed (the caller drops it then)."""
+
+    def stream_handle(self, stream: Any) -> Any:
+        """What a launcher's ``launch`` takes for ``stream`` (cached per public Stream)."""
+
+    def unstage(self, executable: Any) -> None:
+        """Make the executable's next launch copy nothing (after a ``stage_and_launch``)."""
 
     def stage_and_launch(self, executable: Any, stream: Any,
                          copies: list[tuple[int, int, int]]) -> None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import ctypes
-import functools
 import itertools
 import os
 import threading
@@ -59,6 +58,13 @@ _ALIGNMENT = 512
 _ADDRESS_SHIFT = 40
 _CAPTURE_MODES = ("global", "thread_local", "relaxed")
 _ids = itertools.count()
+
+
+_LAUNCHED = (None,)
+
+
+def _never_fails(result, stream) -> None:
+    raise AssertionError(f"sim graph launch reported {result!r} on {stream!r}")
 
 
 class SimStream:
@@ -686,7 +692,16 @@ class SimBackend:
         self._submit(stream, [self._launch_node(executable)])
 
     def launcher(self, executable: SimExecutable):
-        return functools.partial(self.graph_launch, executable)
+        def launch(stream: SimStream):
+            self.graph_launch(executable, stream)
+            return _LAUNCHED
+        return launch, None, _never_fails
+
+    def stream_handle(self, stream: SimStream) -> SimStream:
+        return stream
+
+    def unstage(self, executable: SimExecutable) -> None:
+        """Nothing to do: sim stages with explicit copy nodes queued before the launch."""
 
     def stage_and_launch(self, executable: SimExecutable, stream: SimStream,
                          copies: list[tuple[int, int, int]]) -> None:

@@ -26,6 +26,7 @@ cuda-bindings cannot be imported; with both present and no GPU visible the backe
 
 from __future__ import annotations
 
+import functools
 import operator
 import threading
 from typing import Any
@@ -396,20 +397,17 @@ class CudaBackend:
             raise_error(err, "cudaGraphLaunch")
 
     def launcher(self, executable: CudaExecutable):
-        """``launch(stream)`` for ``executable``: one closure frame around cudaGraphLaunch."""
-        handle, stage, bad_launch = executable.handle, executable.stage, self._bad_launch
+        """``(launch, ok, failed)``: ``launch(stream_handle)`` is cudaGraphLaunch bound to the
+        executable (a C-level partial: no Python frame of ours on the replay path)."""
+        def failed(result, stream) -> None:
+            raise_error(result[0], "cudaGraphLaunch")
+        return functools.partial(_graph_launch, executable.handle), SUCCESS, failed
 
-        def launch(stream, _launch=_graph_launch, _success=SUCCESS):
-            if stage.enabled:
-                stage.disable()
-            try:
-                err = _launch(handle, stream.handle)[0]
-            except (TypeError, AttributeError):
-                bad_launch(executable, stream)
-                raise
-            if err is not _success:
-                raise_error(err, "cudaGraphLaunch")
-        return launch
+    def stream_handle(self, stream: CudaStream):
+        return stream.handle
+
+    def unstage(self, executable: CudaExecutable) -> None:
+        executable.stage.disable()
 
     def stage_and_launch(self, executable: CudaExecutable, stream: CudaStream,
                          copies: list[tuple[int, int, int]]) -> None:

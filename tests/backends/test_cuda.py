@@ -485,3 +485,21 @@ def test_graph_outlives_owner_release_until_its_executable_goes(backend, make):
         backend.graph_launch(executable, stream)
     with pytest.raises(RuntimeError, match="destroyed"):
         backend.stage_and_launch(executable, stream, [(1, 2, 3)])
+
+
+def test_launcher_binds_graph_launch_once(backend, make):
+    stream = backend.create_stream(0, 0)
+    static, out = make(256, np.float32, 3), make(256, np.float32, 0)
+    executable, graph = _doubling_graph(backend, stream, static, out)
+    launch, ok, failed = backend.launcher(executable)
+    assert launch(backend.stream_handle(stream))[0] is ok
+    assert host(backend, stream, out)[0] == 6
+    backend.stage_and_launch(executable, stream, [(backend.array_ptr(static),
+                                                   backend.array_ptr(out), 1024)])
+    assert executable.stage.enabled
+    backend.unstage(executable)
+    assert not executable.stage.enabled
+    failed((ok,), stream)                       # a success that lost its identity: no error
+    with pytest.raises(RuntimeError, match="cudaGraphLaunch failed: cudaErrorInvalidValue"):
+        failed((runtime.cudaError_t.cudaErrorInvalidValue,), stream)
+    backend.graph_destroy(graph, executable)

@@ -36,3 +36,17 @@ def supports(device: str, dtype) -> bool:
 
 def to_numpy(tensor) -> np.ndarray:
     return tensor.cpu().numpy()
+
+
+def cuda_backend_or_skip(what: str):
+    """For ``tests/backends/`` only: the selected cuda backend, or skip the whole module (call at
+    module level). ``what`` says what the module drives, for the skip reason."""
+    from tensorplay.backends import accelerator_backend
+
+    backend = accelerator_backend()
+    if backend is None or getattr(backend, "name", None) != "cuda":
+        pytest.skip(f"the selected accelerator is not cuda (these tests drive {what}; run them on "
+                    f"a GPU machine with the cuda extra installed)", allow_module_level=True)
+    if backend.device_count() == 0:
+        pytest.skip("the cuda backend was selected but no GPU is visible", allow_module_level=True)
+    return backend

@@ -12,20 +12,9 @@ import math
 import numpy as np
 import pytest
 
-try:
-    from tensorplay.backends import accelerator_backend
+from support import cuda_backend_or_skip
 
-    _BACKEND = accelerator_backend()
-except Exception:  # noqa: BLE001 - the package does not import yet: skip only if CuPy is absent
-    pytest.importorskip("cupy")
-    _BACKEND = None
-
-if _BACKEND is None or getattr(_BACKEND, "name", None) != "cuda":
-    pytest.skip("the selected accelerator is not cuda (these tests drive the cuda backend's "
-                "matmul and erf; run them on a GPU machine with the cuda extra installed)",
-                allow_module_level=True)
-if _BACKEND.device_count() == 0:
-    pytest.skip("the cuda backend was selected but no GPU is visible", allow_module_level=True)
+_BACKEND = cuda_backend_or_skip("the cuda backend's matmul and erf")
 
 import cupy  # noqa: E402
 

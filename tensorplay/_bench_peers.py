@@ -50,26 +50,38 @@ def replay_peers(graph, stream):
            _bench_hooks.raw_launcher(graph, stream), tp.accelerator.synchronize)
     torch = _torch_cuda()
     if torch is not None:
-        x = torch.zeros(16, device="cuda")
-        side = torch.cuda.Stream()
-        with torch.cuda.stream(side):
-            x.add_(1)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            x.add_(1)
-        yield ("torch CUDAGraph.replay()", g.replay, torch.cuda.synchronize)
+        yield ("torch CUDAGraph.replay()", *_torch_add_graph(torch, 1, 16))
     cupy = _module("cupy")
     if cupy is not None:
-        y = cupy.zeros(16, dtype=cupy.float32)
-        s = cupy.cuda.Stream(non_blocking=True)
-        with s:
+        yield ("CuPy Graph.launch()", *_cupy_add_graph(cupy, 1, 16))
+
+
+def _torch_add_graph(torch, count: int, size: int):
+    """(replay, sync) of a torch CUDA graph of ``count`` in-place adds on ``size`` floats."""
+    x = torch.zeros(size, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        x.add_(1)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(count):
+            x.add_(1)
+    return graph.replay, torch.cuda.synchronize
+
+
+def _cupy_add_graph(cupy, count: int, size: int):
+    """(launch, sync) of a CuPy graph of ``count`` in-place adds on ``size`` floats."""
+    y = cupy.zeros(size, dtype=cupy.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        y += 1
+        stream.begin_capture()
+        for _ in range(count):
             y += 1
-            s.begin_capture()
-            y += 1
-            cg = s.end_capture()
-        cg.upload()
-        yield ("CuPy Graph.launch()", lambda: cg.launch(s), s.synchronize)
+        graph = stream.end_capture()
+    graph.upload()
+    return (lambda: graph.launch(stream)), stream.synchronize
 
 
 def staging_peers(count: int):
@@ -113,25 +125,7 @@ def chain_peers(count: int, size: int):
     device's own floor for a chain of small kernel nodes."""
     cupy = _module("cupy") if _gpu() else None
     if cupy is not None:
-        y = cupy.zeros(size, dtype=cupy.float32)
-        s = cupy.cuda.Stream(non_blocking=True)
-        with s:
-            y += 1
-            s.begin_capture()
-            for _ in range(count):
-                y += 1
-            cg = s.end_capture()
-        cg.upload()
-        yield (f"CuPy graph of the same {count} adds", lambda: cg.launch(s), s.synchronize)
+        yield (f"CuPy graph of the same {count} adds", *_cupy_add_graph(cupy, count, size))
     torch = _torch_cuda()
     if torch is not None:
-        t = torch.zeros(size, device="cuda")
-        side = torch.cuda.Stream()
-        with torch.cuda.stream(side):
-            t.add_(1)
-        torch.cuda.synchronize()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g):
-            for _ in range(count):
-                t.add_(1)
-        yield (f"torch CUDAGraph of the same {count} adds", g.replay, torch.cuda.synchronize)
+        yield (f"torch CUDAGraph of the same {count} adds", *_torch_add_graph(torch, count, size))

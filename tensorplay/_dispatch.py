@@ -121,18 +121,19 @@ def matmul_of(device: _device_cls):
 def erf_for(xp):
     """The elementwise ``erf(x)`` of the backend whose namespace is ``xp``, if it has one (cuda:
     one fused kernel), else None (callers compose it from xp ops)."""
-    if _host is None:
-        _backends()
-    if _accelerator is not None and _accelerator.xp is xp:
-        return getattr(_accelerator, "erf", None)
-    return None
+    return _hook_for(xp, "erf")
 
 
 def fuse_hook(xp):
     """The ``fuse(name, function)`` hook of the backend whose namespace is ``xp`` (cuda: one
     kernel through ``cupy.fuse``), or None (the function runs op by op): ``_fusion.fused``."""
+    return _hook_for(xp, "fuse")
+
+
+def _hook_for(xp, name: str):
+    """The optional method ``name`` of the accelerator backend whose namespace is ``xp``."""
     if _host is None:
         _backends()
     if _accelerator is not None and _accelerator.xp is xp:
-        return getattr(_accelerator, "fuse", None)
+        return getattr(_accelerator, name, None)
     return None

@@ -93,6 +93,7 @@ class PoissonCG:
         self.iterations = tp.zeros((), dtype=tp.int32, device=b.device)
         self.max_iterations = int(max_iterations)
         self.running = tp.ones((1,), dtype=tp.bool, device=b.device)
+        self._kernel = self._step_kernel()
         self.restart()
 
     def restart(self) -> None:
@@ -106,6 +107,10 @@ class PoissonCG:
 
     def step(self) -> None:
         """One CG iteration, as one launch of fused kernels on the current stream."""
+        _dispatch.launch(self.b.device, self._kernel)
+
+    def _step_kernel(self):
+        """The kernel closure of :meth:`step`, over this solve's arrays (made once)."""
         xp = _dispatch.xp_of(self.b.device)
         apply, update = _apply.for_xp(xp), _update.for_xp(xp)
         direction, scalars = _direction.for_xp(xp), _scalars.for_xp(xp)
@@ -124,7 +129,7 @@ class PoissonCG:
             rs_new = xp.sum(product)
             direction(p, r, rs_new, rs)
             scalars(rs, rs_new, iterations, running, threshold2, max_iterations)
-        _dispatch.launch(self.b.device, _dispatch.named("cg_step", cg_step))
+        return _dispatch.named("cg_step", cg_step)
 
 
 def poisson_rhs(n: int, device, dtype=None):

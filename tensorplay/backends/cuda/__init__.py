@@ -63,10 +63,6 @@ else:
 _MODES = ("global", "thread_local", "relaxed")
 
 
-def _captures_in_flight() -> bool:
-    return _graphs.captures_in_flight() > 0
-
-
 class CudaBackend:
     """The cuda backend (see the module docstring). Made by :func:`create_backend`."""
 
@@ -384,11 +380,16 @@ class CudaBackend:
             return _graphs.instantiate(graph, self._service_stream(graph.device_index))
 
     def graph_launch(self, executable: CudaExecutable, stream: CudaStream) -> None:
-        """cudaGraphLaunch (the replay hot path: one native call, two comparisons); a staging
-        node left enabled by the previous ``stage_and_launch`` is disabled first."""
+        """cudaGraphLaunch; a staging node left enabled by the previous ``stage_and_launch`` is
+        disabled first. (``Graph.replay`` goes through :meth:`launcher` instead.)"""
+        stage = getattr(executable, "stage", None)
+        if stage is not None and stage.enabled:
+            stage.disable()
+        self._launch_now(executable, stream)
+
+    def _launch_now(self, executable: CudaExecutable, stream: CudaStream) -> None:
+        """cudaGraphLaunch as the executable's staging node stands."""
         try:
-            if executable.stage.enabled:
-                executable.stage.disable()
             err = _graph_launch(executable.handle, stream.handle)[0]
         except (TypeError, AttributeError):
             self._bad_launch(executable, stream)
@@ -424,13 +425,7 @@ class CudaBackend:
             self._copy_each(stream, copies[_MAX_COPIES:])
             copies = copies[:_MAX_COPIES]
         executable.stage.load(copies)
-        try:
-            err = _graph_launch(executable.handle, stream.handle)[0]
-        except (TypeError, AttributeError):
-            self._bad_launch(executable, stream)
-            raise
-        if err is not SUCCESS:
-            raise_error(err, "cudaGraphLaunch")
+        self._launch_now(executable, stream)
 
     def _copy_each(self, stream: CudaStream, copies) -> None:
         handle = stream.handle

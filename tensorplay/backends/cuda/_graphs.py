@@ -24,8 +24,7 @@ from ._stage_node import StageNode
 
 __all__ = ["Capture", "Conditional", "CudaGraph", "CudaExecutable", "begin_capture",
            "end_capture", "begin_conditional", "set_conditional", "end_conditional",
-           "is_capturing", "instantiate", "to_dot", "captures_in_flight", "destroy_executable",
-           "destroy_graph"]
+           "is_capturing", "instantiate", "to_dot", "destroy_executable", "destroy_graph"]
 
 MODES = {"global": runtime.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal,
          "thread_local": runtime.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal,
@@ -41,11 +40,6 @@ _SET_DEPENDENCIES = \
 _registry_lock = threading.Lock()
 _by_id: dict[int, "Capture"] = {}     # capture id (origin and bodies) -> its Capture
 _roots: set = set()                   # Captures in flight
-
-
-def captures_in_flight() -> int:
-    """How many captures begun here have not ended (any thread)."""
-    return len(_roots)
 
 
 class Capture:

@@ -88,16 +88,10 @@ def ensure(device_index: int, *names: str) -> None:
     missing = [name for name in names if (name, device_index) not in _loaded]
     if not missing:
         return
-    previous = cupy.cuda.runtime.getDevice()
-    try:
-        if previous != device_index:
-            cupy.cuda.runtime.setDevice(device_index)
+    with cupy.cuda.Device(device_index):   # current for CuPy, restored on exit
         for name in missing:
             _raw_kernel(name).kernel   # the property compiles and loads for the current device
             _loaded.add((name, device_index))
-    finally:
-        if previous != device_index:
-            cupy.cuda.runtime.setDevice(previous)
 
 
 def function_handle(name: str, device_index: int) -> int:
@@ -106,14 +100,8 @@ def function_handle(name: str, device_index: int) -> int:
     ensure(device_index, name)
     handle = _functions.get((name, device_index))
     if handle is None:
-        previous = cupy.cuda.runtime.getDevice()
-        try:
-            if previous != device_index:
-                cupy.cuda.runtime.setDevice(device_index)
+        with cupy.cuda.Device(device_index):
             handle = _functions[(name, device_index)] = int(_raw_kernel(name).kernel.ptr)
-        finally:
-            if previous != device_index:
-                cupy.cuda.runtime.setDevice(previous)
     return handle
 
 

@@ -34,7 +34,7 @@ for count in (1, 8):
     graph = tp.accelerator.Graph()
     with graph:
         total = statics[0] + statics[-1]
-    copies, plan = plan_staging(statics, fresh, 0, backend, None)
+    copies, _, _, plan = plan_staging(statics, fresh, 0, backend, None)
     native = stream._native
     exe = graph._exec
     rows += [
@@ -49,7 +49,7 @@ for count in (1, 8):
     if dev.startswith("cuda"):
         from tensorplay.backends.cuda import _bench_hooks
         rows.append(("raw cudaGraphLaunch", _bench_hooks.raw_launcher(graph, stream)))
-        rows.append((f"stage.load ({count})", lambda: exe.stage.load(copies)))
+        rows.append((f"stage.load ({count})", lambda: exe.stage_in.load(copies)))
     for label, fn in rows:
         print(f"{label:<36} {best_host_us(fn):7.2f} us host per call")
     rows = []

@@ -18,7 +18,42 @@ def _version(module: str) -> str:
         return "not installed"
 
 
+def _unavailable() -> str | None:
+    """None when an accelerator device can be used; else why not, in words."""
+    import tensorplay as tp
+    from tensorplay.backends import accelerator_backend, host_only_reason
+
+    if tp.accelerator.is_available():
+        return None
+    backend = accelerator_backend()
+    if backend is not None:
+        return f"the {backend.name} backend was built but sees no device"
+    return host_only_reason()
+
+
+def _asked_for_missing_accelerator() -> bool:
+    """Whether TENSORPLAY_ACCELERATOR named an accelerator that cannot be used."""
+    from tensorplay.backends import requested_accelerator
+
+    return requested_accelerator() not in ("auto", "none") and _unavailable() is not None
+
+
+def _rerun_on_sim(argv: list[str], what: str) -> int | None:
+    """With no usable accelerator and TENSORPLAY_ACCELERATOR unset, rerun this command on the
+    simulated accelerator (saying so) and return its exit status; None to carry on here."""
+    from tensorplay.backends import requested_accelerator
+
+    if _unavailable() is None or requested_accelerator() != "auto":
+        return None
+    print(f"no GPU found: running {what} on the simulated accelerator "
+          f"(TENSORPLAY_ACCELERATOR=sim; `python -m tensorplay info` says why)\n", flush=True)
+    env = dict(os.environ, TENSORPLAY_ACCELERATOR="sim")
+    return subprocess.call([sys.executable, "-m", "tensorplay", *argv], env=env)
+
+
 def info() -> int:
+    """Print versions, the selected accelerator (or why none) and its devices. Exits 1 when
+    TENSORPLAY_ACCELERATOR named an accelerator that cannot be used."""
     import numpy as np
 
     import tensorplay as tp
@@ -42,6 +77,9 @@ def info() -> int:
         print(f"  {tp.accelerator.current_accelerator().type}:{index}: {capability['name']}"
               f" ({facts})")
         print(f"      dtypes: {dtypes}")
+    if _asked_for_missing_accelerator():
+        print(f"\nthe accelerator asked for cannot be used: {_unavailable()}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -77,63 +115,102 @@ def _cg_tour(device: str) -> None:
     import tensorplay as tp
     from tensorplay import _solvers
 
+    # float64 where the device computes it: in float32 CG stalls near eps * cond(A), 2e-4 here
+    supported = tp.accelerator.get_device_capability(device)["supported_dtypes"]
+    dtype = tp.float64 if tp.float64 in supported else tp.float32
     n, tol = 64, 1e-6
-    print(f"\n== conjugate gradients, 2-D Poisson {n}x{n}, one graph, while node on {device} ==")
-    solver = _solvers.PoissonCG(_solvers.poisson_rhs(n, device), tol, max_iterations=10 * n)
+    print(f"\n== conjugate gradients, 2-D Poisson {n}x{n} in {dtype.name}, one graph, while node "
+          f"on {device} ==")
+    solver = _solvers.PoissonCG(_solvers.poisson_rhs(n, device, dtype), tol,
+                                max_iterations=10 * n)
     graph = _solvers.cg_graph(solver)
     solver.restart()
     start = time.perf_counter()
     graph.replay()
     tp.accelerator.synchronize()
     elapsed = time.perf_counter() - start
-    iterations = int(solver.iterations.item())
-    residual = _solvers.relative_residual(solver, tol)
-    print(f"converged in {iterations} iterations (one replay, no host round trip per "
-          f"iteration), relative residual {residual:.2e}, {elapsed * 1e3:.1f} ms")
+    print(f"one replay, no host round trip per iteration: {elapsed * 1e3:.1f} ms")
+    print(_solvers.describe_outcome(solver, tol)[1])
     stats = tp.accelerator.memory_stats(device)
     print("memory: allocated {:,} B (peak {:,} B), reserved {:,} B, {} allocations".format(
         stats["allocated_bytes.all.current"], stats["allocated_bytes.all.peak"],
         stats["reserved_bytes.all.current"], stats["allocation.all.allocated"]))
 
 
-def demo() -> int:
+def demo(argv: list[str]) -> int:
+    """The tour: host tensors, then capture/replay and a one-graph CG solve on the accelerator
+    (rerun on the simulated one when no GPU is found and TENSORPLAY_ACCELERATOR is unset)."""
     import tensorplay as tp
 
-    accelerator = tp.accelerator.current_accelerator(check_available=True)
-    if accelerator is None and not os.environ.get("TENSORPLAY_ACCELERATOR"):
-        print("no GPU found: running the demo on the simulated accelerator "
-              "(TENSORPLAY_ACCELERATOR=sim)\n", flush=True)
-        env = dict(os.environ, TENSORPLAY_ACCELERATOR="sim")
-        return subprocess.call([sys.executable, "-m", "tensorplay", "demo"], env=env)
+    rerun = _rerun_on_sim(argv, "the demo")
+    if rerun is not None:
+        return rerun
     _host_tour()
+    accelerator = tp.accelerator.current_accelerator(check_available=True)
     if accelerator is None:
-        print("\nTENSORPLAY_ACCELERATOR=none: host tensors only")
-        return 0
+        print(f"\nhost tensors only: {_unavailable()}")
+        return 1 if _asked_for_missing_accelerator() else 0
     device = f"{accelerator.type}:0"
     if accelerator.type == "sim":
-        print(f"\n(running on the simulated accelerator 'sim': timings are host times, not GPU "
-              f"times)")
+        print("\n(running on the simulated accelerator 'sim': timings are host times, not GPU "
+              "times)")
     _graph_tour(device)
     _cg_tour(device)
     return 0
 
 
-def main(argv=None) -> int:
+def _check_output_path(parser: argparse.ArgumentParser, option: str, path: str | None) -> None:
+    if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+        parser.error(f"{option} {path}: the folder {os.path.dirname(path)!r} does not exist")
+
+
+def bench(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
+    """Run the benchmarks (or reload a saved run with --from-json); options are checked first."""
+    if args.plot:
+        from tensorplay._bench_plot import _pyplot
+
+        try:
+            _pyplot()
+        except RuntimeError as error:
+            parser.error(str(error))
+    _check_output_path(parser, "--json", args.json)
+    _check_output_path(parser, "--plot", args.plot)
+    from tensorplay import _bench
+
+    if args.from_json:
+        if args.json:
+            parser.error("--from-json reads a saved run; --json would only copy it")
+        return _bench.replay_saved(args.from_json, plot_path=args.plot)
+    rerun = _rerun_on_sim(argv, "the benchmarks")
+    if rerun is not None:
+        return rerun
+    if _unavailable() is not None:
+        print(f"bench needs an accelerator: {_unavailable()}. Run on a GPU with "
+              f"tensorplay[cuda], or set TENSORPLAY_ACCELERATOR=sim for the simulated one "
+              f"(host times)", file=sys.stderr)
+        return 2
+    return _bench.main(json_path=args.json, plot_path=args.plot)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m tensorplay {info,demo,bench}``; returns the exit status."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     parser = argparse.ArgumentParser(prog="python -m tensorplay")
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("info", help="versions, the selected accelerator and its devices")
     commands.add_parser("demo", help="a tour: host tensors, graphs, a CG solve in one graph")
-    bench = commands.add_parser("bench", help="benchmarks against torch, CuPy and JAX")
-    bench.add_argument("--json", metavar="PATH", help="write results as JSON")
-    bench.add_argument("--plot", metavar="PATH", help="write a PNG plot (needs matplotlib)")
+    bench_parser = commands.add_parser("bench", help="benchmarks against torch, CuPy and JAX")
+    bench_parser.add_argument("--json", metavar="PATH", help="write results as JSON")
+    bench_parser.add_argument("--plot", metavar="PATH",
+                              help="write a PNG plot (needs matplotlib: tensorplay[bench])")
+    bench_parser.add_argument("--from-json", metavar="PATH",
+                              help="run nothing: print the table (and --plot) of a saved --json")
     args = parser.parse_args(argv)
     if args.command == "info":
         return info()
     if args.command == "demo":
-        return demo()
-    from tensorplay import _bench
-
-    return _bench.main(json_path=args.json, plot_path=args.plot)
+        return demo(argv)
+    return bench(bench_parser, args, argv)
 
 
 if __name__ == "__main__":

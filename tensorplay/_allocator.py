@@ -14,6 +14,9 @@ Contract
   (>= 512 bytes small, > 1 MiB large); a freed block merges with its free neighbours.
 - The default pool reuses a block only on the stream it was allocated on, where stream order
   makes reuse safe without events. Private (graph) pools do not segregate by stream.
+- A block is free again the moment its Allocation dies, even while queued work still uses it
+  (as on CUDA, where a kernel holds raw pointers; sim's queues hold no Allocation either, see
+  Note [sim queue ownership] in ``backends/sim.py``), so a long eager loop runs in bounded memory.
 - ``memory_stats()`` uses PyTorch's key names; graph-pool memory counts like any other.
 - When the device is full, cached free segments are released and the malloc retried once; then
   :class:`tensorplay.OutOfMemoryError`. Nothing already allocated is harmed.
@@ -429,6 +432,7 @@ class CachingAllocator:
         return ptr
 
     def _oom_error(self, nbytes: int, segment_size: int, released: bool) -> OutOfMemoryError:
+        """The error of a failed malloc; its advice names only what can still help."""
         try:
             free_text = f"{self._backend.mem_get_info(self._index)[0]:,} bytes"
         except Exception:  # noqa: BLE001 - the message must still be made
@@ -436,16 +440,28 @@ class CachingAllocator:
         segment_text = ""
         if segment_size != _round_size(nbytes):
             segment_text = f" (as a new {segment_size:,}-byte segment)"
-        capture_text = ""
-        if not released:
-            capture_text = (" Cached memory was not released: a graph capture routes "
-                            "allocations on this device, and a device sync would invalidate it.")
+        if released:
+            cache_text = " Cached free segments were already released and the allocation retried."
+            advice = "Free tensors you no longer need, or reduce the batch."
+        elif self._routes:
+            cache_text = (" Cached memory was not released: a graph capture routes allocations "
+                          "on this device, and a device sync would invalidate it.")
+            advice = "Free tensors, call empty_cache() after the capture, or reduce the batch."
+        else:
+            cache_text = (" Cached memory was not released: this malloc is nested inside another "
+                          "allocator call on this thread.")
+            advice = "Free tensors, call empty_cache(), or reduce the batch."
+        pooled = sum(segment.size for pool in self._pools.values() if pool.is_live
+                     for segment in pool.segments.values())
+        pool_text = ""
+        if pooled:
+            pool_text = (f" Live graphs' pools hold {pooled:,} of the reserved bytes: reset() the "
+                         f"graphs you no longer need.")
         return OutOfMemoryError(
             f"out of memory on {self._device_name}: tried to allocate {nbytes:,} bytes"
             f"{segment_text}; {self._stats['allocated_bytes'][0].current:,} bytes allocated, "
             f"{self._stats['reserved_bytes'][0].current:,} bytes reserved by tensorplay, "
-            f"{free_text} free on the device.{capture_text} Free tensors, call empty_cache(), "
-            f"or reduce the batch.")
+            f"{free_text} free on the device.{cache_text}{pool_text} {advice}")
 
     # -- blocks ---------------------------------------------------------------------------
     def _list(self, block: _Block) -> None:

@@ -9,6 +9,7 @@ times.
 
 from __future__ import annotations
 
+import functools
 import json
 import platform
 import statistics
@@ -94,10 +95,10 @@ class Suite:
             fresh = [tp.rand(256, device=self.device) for _ in range(count)]
             graph = tp.accelerator.Graph()
             with graph:
-                total = statics[0] + statics[-1]
+                _total = statics[0] + statics[-1]
             self.add(case, "tensorplay stage_and_launch",
-                     time_per_call(lambda: graph.stage_and_launch(statics, fresh), _sync,
-                                   self.calls), inputs=count)
+                     time_per_call(functools.partial(graph.stage_and_launch, statics, fresh),
+                                   _sync, self.calls), inputs=count)
             for impl, fn, sync in peers.staging_peers(count):
                 self.add(case, impl, time_per_call(fn, sync, self.calls), inputs=count)
 
@@ -148,8 +149,12 @@ class Suite:
 
 
 def format_table(rows: list[dict]) -> str:
-    lines = [f"{'case':<38} {'implementation':<36} {'time/call':>12} {'vs tensorplay':>14}"]
-    lines.append("-" * len(lines[0]))
+    """The rows as a text table; each case's first tensorplay row is its ``1.00x``."""
+    case_width = max([len("case"), *(len(row["case"]) for row in rows)])
+    impl_width = max([len("implementation"), *(len(row["impl"]) for row in rows)])
+    header = (f"{'case':<{case_width}}  {'implementation':<{impl_width}}  {'time/call':>12} "
+              f"{'vs tensorplay':>14}")
+    lines = [header, "-" * len(header)]
     reference = {}
     for row in rows:
         if row["impl"].startswith("tensorplay") and row["case"] not in reference:
@@ -161,36 +166,54 @@ def format_table(rows: list[dict]) -> str:
         if "iterations" in row:
             extra = (f"  iters={row['iterations']} per-iter={row['us'] / row['iterations']:.1f} us"
                      f" residual={row['residual']:.1e}")
-        lines.append(f"{row['case']:<38} {row['impl']:<36} {unit:>12} {ratio:13.2f}x{extra}")
+        lines.append(f"{row['case']:<{case_width}}  {row['impl']:<{impl_width}}  {unit:>12} "
+                     f"{ratio:13.2f}x{extra}")
     return "\n".join(lines)
 
 
-def main(json_path=None, plot_path=None) -> int:
-    accelerator = tp.accelerator.current_accelerator(check_available=True)
-    if accelerator is None:
-        print("bench needs an accelerator: run on a GPU with tensorplay[cuda], or set "
-              "TENSORPLAY_ACCELERATOR=sim for the simulated one (host times)")
-        return 2
+def _header(run: dict) -> str:
+    peers_text = ", ".join(f"{name} {version}" for name, version in run["peers"].items())
+    version = f" {run['tensorplay']}" if run.get("tensorplay") else ""
+    return (f"tensorplay{version} on {run['device']} ({run['device_name']}), "
+            f"{run['date']}, peers: {peers_text or 'none installed'}")
+
+
+def _write_plot(run: dict, plot_path: str | None) -> None:
+    if plot_path:
+        from ._bench_plot import plot
+
+        plot(run, plot_path)
+        print(f"wrote {plot_path}")
+
+
+def main(json_path: str | None = None, plot_path: str | None = None) -> int:
+    """Run the suite on device 0 of the current accelerator (which must have one), print the
+    table, and write the run as JSON and a PNG plot when paths are given."""
+    capability = tp.accelerator.get_device_capability(0)   # host-only: says how to get one
+    accelerator = tp.accelerator.current_accelerator()
     device = f"{accelerator.type}:0"
     small = accelerator.type == "sim"
     if small:
         print("simulated accelerator: small sizes; these are host times, not GPU times")
-    capability = tp.accelerator.get_device_capability(device)
     rows = Suite(device, small).run()
-    print(f"\ntensorplay {tp.__version__} on {device} ({capability['name']}), peers: "
-          f"{', '.join(peers.available()) or 'none installed'}")
+    run = {"date": time.strftime("%Y-%m-%d"), "tensorplay": tp.__version__, "device": device,
+           "device_name": capability["name"], "python": platform.python_version(),
+           "numpy": np.__version__, "peers": peers.versions(), "simulated": small, "rows": rows}
+    print(f"\n{_header(run)}")
     print(format_table(rows))
     if json_path:
-        payload = {"date": time.strftime("%Y-%m-%d"), "device": device,
-                   "device_name": capability["name"], "python": platform.python_version(),
-                   "numpy": np.__version__, "peers": peers.versions(), "simulated": small,
-                   "rows": rows}
         with open(json_path, "w") as handle:
-            json.dump(payload, handle, indent=1)
+            json.dump(run, handle, indent=1)
         print(f"wrote {json_path}")
-    if plot_path:
-        from ._bench_plot import plot
+    _write_plot(run, plot_path)
+    return 0
 
-        plot(rows, plot_path, title=f"tensorplay on {capability['name']}")
-        print(f"wrote {plot_path}")
+
+def replay_saved(json_path: str, plot_path: str | None = None) -> int:
+    """Print the table of a run saved by ``--json`` (and plot it); runs no benchmark."""
+    with open(json_path) as handle:
+        run = json.load(handle)
+    print(_header(run))
+    print(format_table(run["rows"]))
+    _write_plot(run, plot_path)
     return 0

@@ -7,8 +7,8 @@ import time
 import tensorplay as tp
 
 from . import _bench_peers as peers
-from ._bench import time_per_call
 from . import _solvers
+from ._bench import time_per_call
 
 WIDTH, BATCH, LAYERS = 512, 8, 4
 

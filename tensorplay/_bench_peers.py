@@ -92,11 +92,11 @@ def staging_peers(count: int):
     fresh = [torch.rand(256, device="cuda") for _ in range(count)]
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
-        total = statics[0] * 1
+        _warm = statics[0] * 1
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     with torch.cuda.graph(g):
-        total = statics[0] + statics[-1]
+        _total = statics[0] + statics[-1]
 
     def step():
         for s, f in zip(statics, fresh):

@@ -21,14 +21,14 @@ import math
 import numpy as np
 
 from . import _dispatch, _dtype, _ops
-from ._reductions import _accumulate, _quiet
+from ._reductions import _accumulate
 from ._tensor import Tensor, _normalize_dim
 
 __all__ = ["matmul", "mm", "bmm", "dot", "addmm", "outer", "cat", "concat", "concatenate",
            "stack", "where", "clamp", "clip", "clamp_min", "clamp_max", "flip", "tril", "triu",
            "relu", "gelu", "sigmoid", "silu", "softmax", "log_softmax", "erf", "erfc", "lerp"]
 
-TENSOR_METHODS = ("matmul", "mm", "bmm", "dot", "addmm", "outer", "where", "clamp", "clip",
+TENSOR_METHODS = ("matmul", "mm", "bmm", "dot", "addmm", "outer", "clamp", "clip",
                   "clamp_", "clip_", "clamp_min", "clamp_max", "flip", "tril", "triu", "relu",
                   "relu_", "gelu", "sigmoid", "sigmoid_", "silu", "softmax", "log_softmax",
                   "erf", "erf_", "erfc", "lerp")
@@ -68,16 +68,19 @@ def _apply(op: str, operands, formula, *, result=None, compute=None,
     operands = [_ops._check_operand(v, op) for v in operands]
     device = _ops._operand_device(operands, op)
     promoted = _dtype.result_type(*operands)
+    _dtype.check_op(op, promoted, operands)
     result = promoted if result is None else result(promoted)
     shape = _ops._broadcast_shape(op, *(_ops._shape_of(v) for v in operands))
     out_array, out_tensor = _result(op, device, shape, result, out)
-    compute = _accumulate(result if compute is None else compute(promoted)).numpy
+    compute_dtype = _accumulate(result if compute is None else compute(promoted))
+    compute = compute_dtype.numpy
     arrays = [_ops._array_of(v, device) for v in operands]
     xp = _dispatch.xp_of(device)
+    if op in _ops.INTEGER_DIVISIONS and device.type == "cpu":
+        _ops.check_host_divisor(op, compute_dtype, arrays[1])
 
     def kernel():
-        with _quiet(xp):
-            out_array[...] = formula(xp, *[_ops._cast(a, compute, xp) for a in arrays])
+        out_array[...] = formula(xp, *[_ops._cast(a, compute, xp) for a in arrays])
     _dispatch.launch(device, _dispatch.named(op, kernel, shape=shape))
     return out_tensor
 
@@ -333,12 +336,16 @@ def where(condition, input=None, other=None) -> Tensor:
     return tensor
 
 
+def tensor_where(self, condition, other) -> Tensor:
+    """``Tensor.where(condition, other)``: this tensor where ``condition`` is true, else
+    ``other`` (PyTorch's ``x.where(c, y) == where(c, x, y)``)."""
+    return where(condition, self, other)
+
+
 def _clamp(op: str, input, min, max, out=None) -> Tensor:
     tensor = _tensor_arg(input, op, "input")
     if min is None and max is None:
         raise ValueError(f"{op}: at least one of 'min' or 'max' must not be None")
-    if tensor.dtype.is_complex:
-        raise TypeError(f"{op}: complex tensors are not supported (no ordering)")
     bounds = [b for b in (min, max) if b is not None]
     has_low, has_high = min is not None, max is not None
 
@@ -354,7 +361,11 @@ def _clamp(op: str, input, min, max, out=None) -> Tensor:
 
 def clamp(input, min=None, max=None) -> Tensor:
     """Limit every element to ``[min, max]`` (Tensors or numbers; either may be None). NaN
-    propagates; where ``min > max`` the result is ``max``."""
+    propagates; where ``min > max`` the result is ``max``.
+
+    Raises:
+        ValueError: neither bound given. RuntimeError: complex operands (no ordering).
+    """
     return _clamp("clamp", input, min, max)
 
 
@@ -408,17 +419,13 @@ def triu(input, diagonal: int = 0) -> Tensor:
 
 # -- activations ------------------------------------------------------------------------------
 def relu(input) -> Tensor:
-    """``max(x, 0)``, keeping the dtype (NaN stays NaN)."""
+    """``max(x, 0)``, keeping the dtype (NaN stays NaN). RuntimeError for bool and complex."""
     tensor = _tensor_arg(input, "relu", "input")
-    if tensor.dtype is _dtype.bool or tensor.dtype.is_complex:
-        raise TypeError(f"relu(): {tensor.dtype.name} tensors are not supported")
     return _apply("relu", [tensor], lambda xp, x: xp.maximum(x, x.dtype.type(0)))
 
 
 def relu_(input) -> Tensor:
     tensor = _tensor_arg(input, "relu_", "input")
-    if tensor.dtype is _dtype.bool or tensor.dtype.is_complex:
-        raise TypeError(f"relu_(): {tensor.dtype.name} tensors are not supported")
     return _apply("relu_", [tensor], lambda xp, x: xp.maximum(x, x.dtype.type(0)), out=tensor)
 
 

@@ -7,8 +7,10 @@ bools bool, complex numbers complex64; NumPy arrays keep their dtype. ``device=N
 
 from __future__ import annotations
 
+import functools
 import math
 
+import ml_dtypes
 import numpy as np
 
 from . import _device, _dispatch, _dtype
@@ -16,6 +18,9 @@ from ._tensor import Tensor
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
            "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "eye"]
+
+
+_MAX_BYTES = (1 << 63) - 1  # PyTorch's storage sizes are int64 byte counts
 
 
 def _shape(args) -> tuple[int, ...]:
@@ -31,6 +36,71 @@ def _shape(args) -> tuple[int, ...]:
     return tuple(shape)
 
 
+def _check_storage_size(shape: tuple[int, ...], dtype: _dtype.dtype) -> None:
+    """Refuse a shape whose byte count overflows int64, as PyTorch does, before an allocator
+    sees it (which would report an absurd out-of-memory instead)."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes > _MAX_BYTES:
+        raise RuntimeError(f"Storage size calculation overflowed with sizes={list(shape)}: "
+                           f"that many {dtype.name} elements take {float(nbytes):.3g} bytes, "
+                           f"more than the 2**63 - 1 a tensor can address")
+
+
+@functools.cache
+def _int_range(dtype: _dtype.dtype, from_float: bool) -> tuple[int, int]:
+    """The Python values that convert to the integer ``dtype`` without overflow, as PyTorch's
+    checked scalar conversion (c10 ``overflows``) decides: ints down to ``-max`` may wrap into an
+    unsigned dtype (``-1`` gives 255 in uint8), floats may not."""
+    info = np.iinfo(dtype.numpy)
+    low = -int(info.max) if info.min == 0 and not from_float else int(info.min)
+    return low, int(info.max)
+
+
+@functools.cache
+def _float_max(dtype: _dtype.dtype) -> float:
+    return float(ml_dtypes.finfo(dtype.numpy).max)
+
+
+def _overflow(call: str, value, dtype: _dtype.dtype) -> RuntimeError:
+    if dtype.is_floating_point:
+        held = f"finite values of magnitude up to {_float_max(dtype):g}"
+    else:
+        info = np.iinfo(dtype.numpy)
+        held = f"{info.min} to {info.max}"
+    return RuntimeError(f"{call}: value {value} cannot be converted to type {dtype.name} "
+                        f"without overflow ({dtype.name} holds {held})")
+
+
+def check_value_fits(value, dtype: _dtype.dtype, call: str) -> None:
+    """Raise RuntimeError when the Python number ``value`` cannot be converted to ``dtype``
+    without overflow, as PyTorch's ``fill_``/``full``/``__setitem__`` do (300 into int8, 1e39
+    into float32, nan into an integer dtype); bool and complex dtypes take any number.
+
+    Integral values fit an integer dtype from ``lowest`` to ``max``, and negative ints down to
+    ``-max`` also fit an unsigned one (they wrap: -1 gives 255 in uint8, as in PyTorch); floats
+    are truncated toward zero. Infinities and nan fit every floating dtype.
+    """
+    if dtype is _dtype.bool or dtype.is_complex or isinstance(value, (bool, np.bool_)):
+        return
+    if isinstance(value, (complex, np.complexfloating)):
+        value = value.real
+    if dtype.is_floating_point:
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            return
+        try:
+            fits = abs(float(value)) <= _float_max(dtype)
+        except OverflowError:  # an int too large for a Python float
+            fits = False
+    elif isinstance(value, (float, np.floating)):
+        low, high = _int_range(dtype, from_float=True)
+        fits = low <= value <= high  # False for nan
+    else:
+        low, high = _int_range(dtype, from_float=False)
+        fits = low <= int(value) <= high
+    if not fits:
+        raise _overflow(call, value, dtype)
+
+
 def _target(device, dtype, default: _dtype.dtype):
     device = _device.resolve(device, default_cpu=True)
     dtype = default if dtype is None else _dtype.to_dtype(dtype)
@@ -38,27 +108,123 @@ def _target(device, dtype, default: _dtype.dtype):
     return device, dtype
 
 
-def _host_array(data) -> np.ndarray:
-    """NumPy data for ``data`` with PyTorch's dtype inference."""
+def _host_array(data, dtype=None) -> np.ndarray:
+    """NumPy data for ``data``: in ``dtype``'s precision when one is given (the caller casts),
+    else with PyTorch's dtype inference.
+
+    Python numbers (and nested lists of them) are checked as PyTorch checks each value it
+    stores: RuntimeError for a value that overflows the dtype it is stored as (``dtype``, or
+    int64 for ints), ValueError/TypeError for ragged nesting. NumPy arrays and tensors are
+    taken as they are (a later cast wraps, as in PyTorch).
+    """
     if isinstance(data, Tensor):
         return np.array(data._host_copy("tensor(Tensor)"), copy=True)
     if isinstance(data, np.ndarray):
         return data
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten(data)):
         data = _nested_values(data)
-    array = np.array(data)
-    if array.dtype == np.float64 and not isinstance(data, np.floating):
-        return array.astype(np.float32)
-    if array.dtype == np.complex128 and not isinstance(data, np.complexfloating):
-        return array.astype(np.complex64)
-    if array.dtype.kind in "iu" and not isinstance(data, np.integer):
-        return array.astype(np.int64)
-    if array.dtype.kind not in "biufc":
+    target = None if dtype is None else _dtype.to_dtype(dtype)
+    try:
+        array = np.array(data)
+    except ValueError:
+        _check_nesting(data)
+        raise
+    if array.dtype == np.float64 and (target is None or not (
+            target.is_floating_point or target.is_complex)) and array.size and \
+            np.abs(array).max() >= 2.0 ** 63:
+        # NumPy turns ints that no one 64-bit dtype holds (2**63 beside -1) into floats
+        exact = np.array(data, dtype=object)
+        if all(isinstance(v, (int, np.integer)) for v in exact.flat):
+            array = exact
+    if array.dtype == object:
+        _check_nesting(data)
+        array = _wide_ints(array, data, target)
+    elif array.dtype.kind not in "biufc":
         raise TypeError(f"tensor() cannot make a tensor from {type(data).__name__} data of "
                         f"NumPy dtype {array.dtype}; give numbers, nested lists or arrays")
+    elif not isinstance(data, np.generic) and (target or array.dtype.kind in "iu"):
+        _check_data_fits(array, target or _dtype.int64)
+    if target is not None or isinstance(data, np.generic):
+        return array
+    if array.dtype == np.float64:
+        return array.astype(np.float32)
+    if array.dtype == np.complex128:
+        return array.astype(np.complex64)
+    if array.dtype.kind in "iu":
+        return array.astype(np.int64)
     return array
 
 
+def _check_nesting(data) -> None:
+    """PyTorch's errors for ragged nested sequences, shaped by the first item at each depth:
+    ValueError for a sequence of another length, TypeError for a number where a sequence
+    belongs or a sequence where a number belongs."""
+    sizes = []
+    item = data
+    while isinstance(item, (list, tuple)):
+        sizes.append(len(item))
+        if not item:
+            break
+        item = item[0]
+
+    def walk(item, dim: int) -> None:
+        if dim == len(sizes):
+            if isinstance(item, (list, tuple)):
+                raise TypeError(f"expected a number at dim {dim} (got a sequence of length "
+                                f"{len(item)})")
+            return
+        if not isinstance(item, (list, tuple)):
+            raise TypeError(f"expected sequence of length {sizes[dim]} at dim {dim} (got "
+                            f"{type(item).__name__} {item!r}, not a sequence)")
+        if len(item) != sizes[dim]:
+            raise ValueError(f"expected sequence of length {sizes[dim]} at dim {dim} (got "
+                             f"{len(item)})")
+        for element in item:
+            walk(element, dim + 1)
+    walk(data, 0)
+
+
+def _wide_ints(array: np.ndarray, data, target: _dtype.dtype | None) -> np.ndarray:
+    """The object array NumPy makes of Python ints that no 64-bit dtype holds together
+    (``2**64``, or ``2**63`` beside ``-1``) as numbers ``target`` can take: the values are
+    checked against it first (int64 when None), then given as float64 for a floating target, or
+    as uint64 two's complement bits (which the cast to ``target`` keeps)."""
+    if not all(isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+               for v in array.flat):
+        raise TypeError(f"tensor() cannot make a tensor from {type(data).__name__} data holding "
+                        f"non-numbers; give numbers, nested lists or arrays")
+    target = target or _dtype.int64
+    _check_data_fits(array, target)
+    if target is _dtype.bool:
+        return array.astype(np.bool_)
+    if target.is_floating_point or target.is_complex:
+        try:
+            return array.astype(np.float64)
+        except OverflowError:  # an int too large for a Python float
+            raise _overflow("tensor()", max(array.flat, key=abs), target) from None
+    return np.array([int(v) % (1 << 64) for v in array.flat],
+                    dtype=np.uint64).reshape(array.shape)
+
+
+def _check_data_fits(array: np.ndarray, dtype: _dtype.dtype) -> None:
+    """RuntimeError if a value of ``array`` (Python data) overflows ``dtype``, as PyTorch's
+    ``tensor()`` checks each value it stores; only integer dtypes are checked (PyTorch stores
+    floats into float dtypes unchecked: 1e39 becomes inf in float32)."""
+    if array.size == 0 or array.dtype.kind not in "iufO" or dtype is _dtype.bool or \
+            dtype.is_floating_point or dtype.is_complex:
+        return
+    from_float = array.dtype.kind == "f"
+    if from_float and np.isnan(array).any():
+        raise _overflow("tensor()", float("nan"), dtype)
+    low, high = _int_range(dtype, from_float)
+    if array.dtype == object:  # Python ints, some beyond 64 bits
+        smallest, largest = min(array.flat), max(array.flat)
+    else:
+        smallest, largest = array.min().item(), array.max().item()
+    if smallest < low:
+        raise _overflow("tensor()", smallest, dtype)
+    if largest > high:
+        raise _overflow("tensor()", largest, dtype)
 def _flatten(data):
     for item in data:
         if isinstance(item, (list, tuple)):
@@ -79,8 +245,9 @@ def _from_host(array: np.ndarray, device, dtype) -> Tensor:
     array_dtype = _dtype.from_numpy_dtype(array.dtype)
     device, dtype = _target(device, dtype, array_dtype)
     if device.type == "cpu":
-        return Tensor._make(np.array(array, dtype=dtype.numpy, copy=True, order="C"), device,
-                            dtype)
+        with np.errstate(over="ignore", invalid="ignore"):  # casts wrap silently, as PyTorch's
+            data = np.array(array, dtype=dtype.numpy, copy=True, order="C")
+        return Tensor._make(data, device, dtype)
     out = Tensor._make(_dispatch.empty(device, array.shape, dtype), device, dtype)
     from . import _transfer
 
@@ -89,8 +256,15 @@ def _from_host(array: np.ndarray, device, dtype) -> Tensor:
 
 
 def tensor(data, dtype=None, device=None) -> Tensor:
-    """A new tensor holding a copy of ``data`` (numbers, nested lists, NumPy arrays, tensors)."""
-    return _from_host(_host_array(data), device, dtype)
+    """A new tensor holding a copy of ``data`` (numbers, nested lists, NumPy arrays, tensors).
+
+    Raises:
+        RuntimeError: a Python value that ``dtype`` (int64 for ints by default) cannot hold
+            without overflow (``tensor([300], dtype=int8)``, ``tensor([2**63])``), as in
+            PyTorch; NumPy arrays and tensors are cast, which wraps.
+        ValueError/TypeError: ragged nested lists (``expected sequence of length 2 at dim 1``).
+    """
+    return _from_host(_host_array(data, dtype), device, dtype)
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -138,14 +312,25 @@ def from_dlpack(obj) -> Tensor:
 
 
 def empty(*size, dtype=None, device=None) -> Tensor:
-    """An uninitialised tensor."""
+    """An uninitialised tensor.
+
+    Raises:
+        RuntimeError: sizes whose byte count overflows int64 ("Storage size calculation
+            overflowed"), as in PyTorch.
+    """
     shape = _shape(size)
     device, dtype = _target(device, dtype, _dtype.get_default_dtype())
+    _check_storage_size(shape, dtype)
     return Tensor._make(_dispatch.empty(device, shape, dtype), device, dtype)
 
 
 def full(size, fill_value, dtype=None, device=None) -> Tensor:
-    """A tensor filled with ``fill_value`` (its dtype inferred from the value by default)."""
+    """A tensor filled with ``fill_value`` (its dtype inferred from the value by default).
+
+    Raises:
+        RuntimeError: a value the dtype cannot hold without overflow (300 for int8), as in
+            PyTorch.
+    """
     if dtype is None:
         dtype = _dtype.result_type(fill_value)
     out = empty(*_shape((size,) if isinstance(size, int) else (size,)), dtype=dtype,
@@ -201,9 +386,18 @@ def _generated(shape, dtype, device, name, make):
 
 
 def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
-    """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``."""
+    """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``.
+
+    Raises:
+        RuntimeError: an infinite or nan bound or step ("unsupported range"), as in PyTorch.
+        ValueError: a zero step, or a step that points away from ``end``.
+    """
     if end is None:
         start, end = 0, start
+    for value in (start, end, step):
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            raise RuntimeError(f"arange: unsupported range: {start} -> {end} with step {step} "
+                               f"(start, end and step must be finite)")
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if (end - start) * step < 0:

@@ -99,7 +99,10 @@ def _canonical(kind: str, index: int) -> device:
 
 def _valid_devices_text(accelerator) -> str:
     if accelerator is None:
-        return "this build has no accelerator, so the only device is 'cpu'"
+        from .backends import no_accelerator_advice
+
+        return ("this build has no accelerator, so the only device is 'cpu'. "
+                + no_accelerator_advice())
     count = accelerator.device_count()
     names = ", ".join(f"{accelerator.device_type}:{i}" for i in range(count))
     return f"this build has {count} {accelerator.device_type} device(s) ({names}) and 'cpu'"

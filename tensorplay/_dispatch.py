@@ -11,12 +11,18 @@ the result to :func:`launch`. So:
   queued (sim), run on the bound CuPy stream (cuda), or recorded while capturing.
 
 Because kernels may run later (sim) or again on every replay (graphs), a kernel must read its
-inputs only when it runs and must close over arrays, never over values read from them.
+inputs only when it runs and must close over arrays, never over values read from them. A launch
+keeps no memory alive, as a GPU kernel's raw pointers do not: the tensors own it, and a tensor
+freed while its kernels are still queued gives its block back at once for reuse in stream order
+(sim queues a copy of the kernel over owner-less views, Note [sim queue ownership]; so a kernel
+must not expect to see a name rebound after its launch).
 """
 
 from __future__ import annotations
 
 import math
+
+import numpy as np
 
 from . import _dtype
 from ._device import device as _device_cls
@@ -24,6 +30,25 @@ from .backends import accelerator_backend, host_backend
 
 _accelerator = None
 _host = None
+
+# NumPy's floating-point warnings are switched off around each host kernel (see launch). NumPy 2
+# keeps that state in a context variable; setting it directly costs a fifth of entering
+# ``np.errstate`` (which rebuilds the state object each time) on the eager hot path.
+try:
+    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+
+    _QUIET = _make_extobj(all="ignore")
+    _set_numpy_errors, _reset_numpy_errors = _extobj_contextvar.set, _extobj_contextvar.reset
+except ImportError:   # a NumPy that moved it: the public, slower spelling
+    _QUIET = {"all": "ignore"}
+
+    def _set_numpy_errors(quiet):
+        return np.seterr(**quiet)
+
+    def _reset_numpy_errors(previous) -> None:
+        np.seterr(**previous)
+
+
 _supported: dict[int, frozenset] = {}
 
 
@@ -81,12 +106,31 @@ def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype):
                                  c_strides(shape, dtype.itemsize), allocation)
 
 
+#: native stream -> ``watcher(kernel)`` for the streams recording an open while body (Note
+#: [while predicate writes] in ``accelerator/_body_writes.py``); empty outside such bodies.
+body_watchers: dict = {}
+
+
 def launch(device: _device_cls, kernel) -> None:
-    """Run ``kernel`` for ``device``: at once on cpu, else on the device's current stream."""
+    """Run ``kernel`` for ``device``: at once on cpu, else on the device's current stream.
+
+    Host kernels run with NumPy's floating-point warnings off (overflow, divide by zero,
+    invalid): PyTorch gives inf/nan silently, and so do we. sim silences them where its queue
+    runs kernels; CuPy never warns.
+    """
     if device.type == "cpu":
-        kernel()
+        token = _set_numpy_errors(_QUIET)
+        try:
+            kernel()
+        finally:
+            _reset_numpy_errors(token)
         return
-    _accelerator.launch(_current_native_stream(device.index), kernel)
+    stream = _current_native_stream(device.index)
+    _accelerator.launch(stream, kernel)
+    if body_watchers:
+        watcher = body_watchers.get(stream)
+        if watcher is not None:
+            watcher(kernel)
 
 
 def _current_native_stream(index: int):

@@ -230,3 +230,123 @@ def can_cast(from_: dtype, to: dtype) -> builtins.bool:
     """Whether an in-place op may write a ``from_`` result into a ``to`` tensor (PyTorch's rule:
     never down a category, e.g. a float result into an integer tensor)."""
     return from_._category <= to._category
+
+
+# -- which dtypes each op accepts ---------------------------------------------------------------
+# Note [op dtype rules]: every op whose validity depends only on dtypes (never on data) is
+# checked here, at the call, before any memory is taken or kernel launched: on sim a kernel that
+# fails runs later and surfaces at an unrelated call (and again on every replay of a graph that
+# captured it), on a GPU it may not fail at all. ``OP_RULES`` maps an op name to a rule
+# ``rule(op, computed, operands)``; ``computed`` is the dtype the op dispatches on (PyTorch's
+# common dtype), ``operands`` are the Tensors/numbers given. The elementwise engines
+# (``_ops.elementwise``, ``_combine._apply``) look the op up here; reductions and sorts call
+# :func:`check_op`. An op absent from the table accepts every dtype.
+_BOOLS = frozenset((bool,))
+_FLOATS = frozenset((float16, bfloat16, float32, float64))
+_COMPLEXES = frozenset((complex64, complex128))
+_NO_ORDER = "complex numbers have no ordering; compare .abs() or .real instead"
+_MASK_ADVICE = ("If you are trying to invert a mask, use the `~` or `logical_not()` operator "
+                "instead.")
+
+
+def _describe(operands) -> str:
+    names = []
+    for operand in operands:
+        kind = getattr(operand, "dtype", None)
+        names.append(f"{kind.name} tensor" if isinstance(kind, dtype)
+                     else f"Python {type(operand).__name__}")
+    return ", ".join(names)
+
+
+def _operand_dtype(operand) -> dtype | None:
+    kind = getattr(operand, "dtype", None)
+    if isinstance(kind, dtype):
+        return kind
+    return bool if isinstance(operand, (builtins.bool, np.bool_)) else None
+
+
+class _Refuse:
+    """A rule refusing the dtypes in ``advice`` (dtype -> what to do instead)."""
+
+    __slots__ = ("advice",)
+
+    def __init__(self, advice: dict):
+        self.advice = advice
+
+    def __call__(self, op: str, computed: dtype, operands) -> None:
+        advice = self.advice.get(computed)
+        if advice is not None:
+            raise RuntimeError(f'"{op}" is not implemented for {computed.name} (got '
+                               f'{_describe(operands)}); {advice}')
+
+
+def _refusing(groups) -> _Refuse:
+    """``_Refuse`` from ``[(dtypes, advice), ...]``."""
+    return _Refuse({d: advice for dtypes, advice in groups for d in dtypes})
+
+
+def _sub_rule(op: str, computed: dtype, operands) -> None:
+    # PyTorch refuses a bool operand of any kind (a Python bool too), not only a bool result
+    bools = sum(_operand_dtype(o) is bool for o in operands)
+    if bools == len(operands):
+        raise RuntimeError("Subtraction, the `-` operator, with two bool tensors is not "
+                           "supported. Use the `^` or `logical_xor()` operator instead.")
+    if bools:
+        raise RuntimeError(f"Subtraction, the `-` operator, with a bool tensor is not supported "
+                           f"(got {_describe(operands)}). {_MASK_ADVICE}")
+
+
+def _pow_rule(op: str, computed: dtype, operands) -> None:
+    base, exponent = operands
+    if computed is bool and isinstance(getattr(exponent, "dtype", None), dtype):
+        raise RuntimeError(f'"{op}" is not implemented for bool (got {_describe(operands)}); '
+                           f'convert the base with .int() or .float() first')
+    base_dtype = getattr(base, "dtype", None)
+    if isinstance(base_dtype, dtype) and base_dtype._category <= _INT and \
+            isinstance(exponent, (builtins.int, np.integer)) and \
+            not isinstance(exponent, (builtins.bool, np.bool_)) and exponent < 0:
+        raise RuntimeError(f"Integers to negative integer powers are not allowed ({op}: "
+                           f"{base_dtype.name} tensor ** {exponent}); use a floating base "
+                           f"(x.float() ** {exponent}) for fractional results")
+
+
+def _neg_rule(op: str, computed: dtype, operands) -> None:
+    if computed is bool:
+        raise RuntimeError(f"Negation, the `-` operator, on a bool tensor is not supported. "
+                           f"{_MASK_ADVICE}")
+
+
+_BITWISE = _refusing([(_FLOATS | _COMPLEXES, "bitwise ops take bool and integer tensors")])
+_SHIFT = _refusing([(_BOOLS | _FLOATS | _COMPLEXES, "shifts take integer tensors")])
+_DIVISION = _refusing([(_BOOLS, "convert the bool tensors with .int() or .float() first"),
+                       (_COMPLEXES, "complex numbers have no rounding or remainder")])
+_ORDERED = _refusing([(_COMPLEXES, _NO_ORDER)])
+_ROUNDING = _refusing([(_BOOLS, "convert the bool tensor with .int() first"),
+                       (_COMPLEXES, "round .real and .imag separately")])
+
+OP_RULES: dict = {
+    "sub": _sub_rule, "pow": _pow_rule, "neg": _neg_rule,
+    "bitwise_and": _BITWISE, "bitwise_or": _BITWISE, "bitwise_xor": _BITWISE,
+    "bitwise_not": _BITWISE,
+    "bitwise_left_shift": _SHIFT, "bitwise_right_shift": _SHIFT,
+    "floor_divide": _DIVISION, "remainder": _DIVISION, "fmod": _DIVISION, "div_trunc": _DIVISION,
+    "atan2": _refusing([(_COMPLEXES, "atan2 takes real tensors")]),
+    "sign": _refusing([(_COMPLEXES, "x / x.abs() is PyTorch's sgn(x)")]),
+    "floor": _ROUNDING, "ceil": _ROUNDING, "round": _ROUNDING, "trunc": _ROUNDING,
+    "round.decimals": _refusing([
+        (frozenset(d for d in all_dtypes if d._category <= _INT),
+         "decimals= needs a floating tensor"),
+        (_COMPLEXES, "round .real and .imag separately")]),
+    **{op: _ORDERED for op in (
+        "lt", "le", "gt", "ge", "maximum", "minimum", "max", "min", "amax", "amin", "argmax",
+        "argmin", "sort", "topk", "clamp", "clamp_")},
+    **{op: _refusing([(_BOOLS | _COMPLEXES, "relu needs an integer or floating tensor")])
+       for op in ("relu", "relu_")},
+}
+
+
+def check_op(op: str, computed: dtype, operands=()) -> None:
+    """Raise RuntimeError if ``op`` is not implemented for ``computed`` (Note [op dtype rules])."""
+    rule = OP_RULES.get(op)
+    if rule is not None:
+        rule(op, computed, operands)

@@ -24,13 +24,30 @@ _ALIASES = {  # PyTorch's alternative names
     "arccos": "acos", "arctan": "atan", "arctan2": "atan2", "fix": "trunc",
 }
 _CUSTOM_BINARY = ("add", "sub", "div")
+_CUSTOM_UNARY = ("round",)
+_BY_ZERO = ("Raises RuntimeError (\"ZeroDivisionError\") for an integer division by zero on "
+            "cpu, as PyTorch's CPU does; accelerators do not check (that would wait for the "
+            "device): there the result of an integer division by zero is unspecified, as with "
+            "PyTorch on CUDA. Floating division by zero gives inf/nan. Bool and complex tensors "
+            "are refused.")
+_DOCS = {
+    "floor_divide": "``input // other`` rounded down (PyTorch's ``div(rounding_mode='floor')``). "
+                    + _BY_ZERO,
+    "remainder": "``input % other`` with the sign of ``other`` (Python's ``%``). " + _BY_ZERO,
+    "fmod": "The C remainder ``input - trunc(input / other) * other``: the sign of ``input``. "
+            + _BY_ZERO,
+    "pow": "``input ** other``. An integer base to a negative Python int raises RuntimeError "
+           "(\"Integers to negative integer powers are not allowed\"); a negative integer "
+           "*tensor* exponent gives PyTorch's truncated result: 0, or +-1 for a base of +-1.",
+}
 
 
 def _binary(op: str):
     def function(input, other, *, out: Tensor | None = None) -> Tensor:
         return _ops.binary(op, input, other, out=out)
     function.__name__ = function.__qualname__ = op
-    function.__doc__ = f"Elementwise ``{op}`` with broadcasting and PyTorch type promotion."
+    function.__doc__ = _DOCS.get(
+        op, f"Elementwise ``{op}`` with broadcasting and PyTorch type promotion.")
     return function
 
 
@@ -46,6 +63,7 @@ def _check_alpha(input, other, alpha, op: str) -> None:
     if isinstance(alpha, builtins.bool) or not isinstance(alpha, (int, float, complex, np.number)):
         raise TypeError(f"{op}(): alpha must be a number, got {type(alpha).__name__}")
     promoted = _dtype.result_type(input, other)
+    _dtype.check_op(op, promoted, (input, other))   # before ``other * alpha`` changes its dtype
     if isinstance(alpha, (float, np.floating)) and not (promoted.is_floating_point or
                                                         promoted.is_complex):
         raise RuntimeError(f"{op}(): for integral input tensors, argument alpha must not be a "
@@ -93,20 +111,57 @@ def div(input, other, *, rounding_mode: str | None = None, out: Tensor | None = 
     down (both keep integer dtypes, as in PyTorch).
 
     Raises:
-        ValueError: another ``rounding_mode``.
+        ValueError: another ``rounding_mode``. RuntimeError: a rounded division of bool or
+            complex tensors, or (on cpu only) an integer division by zero, as in
+            :func:`floor_divide`.
     """
     if rounding_mode is None:
         return _ops.binary("div", input, other, out=out)
     if rounding_mode == "floor":
         return _ops.binary("floor_divide", input, other, out=out)
     if rounding_mode == "trunc":
-        return _combine._apply("div", [input, other], _trunc_divide, out=out)
+        return _combine._apply("div_trunc", [input, other], _trunc_divide, out=out)
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
                      f"found {rounding_mode!r}")
 
 
 def div_(input, other, *, rounding_mode: str | None = None) -> Tensor:
     return div(input, other, rounding_mode=rounding_mode, out=input)
+
+
+def _round_to(decimals: int):
+    scale = 10.0 ** builtins.abs(decimals)
+
+    def formula(xp, x):
+        factor = x.dtype.type(scale)
+        if decimals > 0:
+            return xp.rint(x * factor) / factor
+        return xp.rint(x / factor) * factor
+    return formula
+
+
+def round(input, *, decimals: int = 0, out: Tensor | None = None) -> Tensor:
+    """Round to the nearest integer, halves to even (``round(2.5) == 2``), as PyTorch does.
+    Integer tensors come back unchanged. ``decimals=n`` rounds to ``n`` decimal places
+    (negative ``n``: to tens, hundreds...) as PyTorch computes it, ``rint(x * 10**n) / 10**n``
+    in the tensor's dtype (float32 for float16/bfloat16), so a result can be one ulp away from
+    the correctly rounded decimal.
+
+    Raises:
+        TypeError: ``decimals`` not an int. RuntimeError: bool or complex input, or integer
+            input with ``decimals != 0`` (as in PyTorch).
+    """
+    if isinstance(decimals, builtins.bool) or not isinstance(decimals, (int, np.integer)):
+        raise TypeError(f"round(): decimals must be an int, got {type(decimals).__name__}")
+    if decimals == 0:
+        return _ops.unary("round", input, out=out)
+    tensor = _combine._tensor_arg(input, "round", "input")
+    return _combine._apply("round.decimals", [tensor], _round_to(int(decimals)), out=out)
+
+
+def round_(input, *, decimals: int = 0) -> Tensor:
+    """In-place :func:`round`."""
+    return round(input, decimals=decimals, out=input)
 
 
 def _to_bool(_promoted):
@@ -203,7 +258,7 @@ def _new(kind: str):
 
 
 TENSOR_METHODS = ("add", "sub", "add_", "sub_", "div", "div_", "isnan", "isinf", "isfinite",
-                  "rsqrt")
+                  "rsqrt", "round", "round_")
 _METHOD_ONLY = ("view", "view_as", "reshape_as", "expand", "expand_as")  # not torch.* functions
 #: methods whose names would shadow builtins here; installed by ``_methods.install``
 TENSOR_EXTRA_METHODS = {
@@ -227,7 +282,8 @@ def _build() -> list[str]:
             table[op] = _binary(op)
         names.append(op)
     for op in _ops._UNARY:
-        table[op] = _unary(op)
+        if op not in _CUSTOM_UNARY:
+            table[op] = _unary(op)
         names.append(op)
     for alias, target in _ALIASES.items():
         table[alias] = table[target]

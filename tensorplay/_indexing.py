@@ -25,7 +25,7 @@ import numpy as np
 
 from . import _dispatch, _dtype, _ops
 from ._tensor import Tensor, _normalize_dim
-from ._views import _make_view
+from ._views import _make_view, unsqueeze_stride
 
 __all__ = ["getitem", "setitem", "nonzero", "masked_fill", "masked_select", "index_select",
            "gather", "take"]
@@ -37,12 +37,13 @@ TENSOR_METHODS = ("nonzero", "masked_fill", "masked_fill_", "masked_select", "in
 class _Parsed:
     """A key split into its basic part (a view key) and its advanced indices."""
 
-    __slots__ = ("basic", "advanced", "empty_dims")
+    __slots__ = ("basic", "advanced", "empty_dims", "new_dims")
 
     def __init__(self):
         self.basic: list = []
         self.advanced: list[tuple[int, Tensor]] = []  # (view dim, index tensor)
         self.empty_dims: list[int] = []               # dims added by a `False` index
+        self.new_dims: list[tuple[int, int]] = []     # (view dim, stride) added by None/bools
 
 
 def _is_mask(index: Tensor) -> bool:
@@ -114,12 +115,11 @@ def _parse(tensor: Tensor, key) -> _Parsed:
     parsed = _Parsed()
     in_dim = out_dim = 0
     for item in items:
-        if item is None:
+        if item is None or isinstance(item, (builtins.bool, np.bool_)):
+            # PyTorch inserts it as unsqueeze() would, in front of the next indexed dim
             parsed.basic.append(None)
-            out_dim += 1
-        elif isinstance(item, (builtins.bool, np.bool_)):
-            parsed.basic.append(None)
-            if not item:
+            parsed.new_dims.append((out_dim, unsqueeze_stride(shape, tensor.stride(), in_dim)))
+            if item is not None and not item:
                 parsed.empty_dims.append(out_dim)
             out_dim += 1
         elif item is Ellipsis:
@@ -138,6 +138,11 @@ def _parse(tensor: Tensor, key) -> _Parsed:
                                  f"size {size}")
             parsed.basic.append(index % size)
             in_dim += 1
+        elif isinstance(item, (float, complex, np.inexact)):
+            kind = "NumPy" if isinstance(item, np.generic) else "Python"
+            raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None and long or "
+                             f"byte tensors are valid indices (got a {kind} "
+                             f"{type(item).__name__}: {item!r}); use int() for a position")
         else:
             index = _as_index_tensor(item, tensor.device)
             width = index.ndim if _is_mask(index) else 1
@@ -162,6 +167,12 @@ def _check_mask(mask: Tensor, shape, in_dim: int) -> None:
 
 def _view(tensor: Tensor, parsed: _Parsed):
     data = tensor._data[tuple(parsed.basic) + (Ellipsis,)]  # `...` keeps 0-d results arrays
+    if parsed.new_dims:  # xp gives new dims stride 0; PyTorch's strides, as in unsqueeze()
+        strides = list(data.strides)
+        for dim, stride in parsed.new_dims:
+            strides[dim] = stride * tensor.dtype.itemsize
+        data = _dispatch.xp_of(tensor.device).lib.stride_tricks.as_strided(
+            data, shape=data.shape, strides=tuple(strides))
     for dim in parsed.empty_dims:
         data = data[(slice(None),) * dim + (slice(0, 0),)]
     return data
@@ -241,7 +252,7 @@ def _value_operand(tensor: Tensor, value, op: str):
     from . import _creation
 
     if not isinstance(value, Tensor) and not isinstance(value, _ops._Number):
-        value = _creation.tensor(value)
+        value = _creation.tensor(value, dtype=tensor.dtype)  # checks each value fits, as torch
     if isinstance(value, Tensor):
         value._check_guard()
         if value.device != tensor.device:
@@ -249,7 +260,9 @@ def _value_operand(tensor: Tensor, value, op: str):
         return value._data, value.shape
     if isinstance(value, complex) and not tensor.dtype.is_complex:
         value = value.real
-    # Through an int64/float64 array so that out-of-range ints wrap, as PyTorch's casts do.
+    _creation.check_value_fits(value, tensor.dtype, op)
+    # Through an int64/float64 array so that a negative int wraps into an unsigned dtype, as
+    # PyTorch's casts do.
     return np.asarray(value).astype(tensor.dtype.numpy)[()], ()
 
 

@@ -47,7 +47,8 @@ def _unary_inplace_method(op: str):
 
 _DUNDER = {"add": "add", "sub": "sub", "mul": "mul", "truediv": "div",
            "floordiv": "floor_divide", "mod": "remainder", "pow": "pow",
-           "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor"}
+           "and": "bitwise_and", "or": "bitwise_or", "xor": "bitwise_xor",
+           "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift"}
 _COMPARE_DUNDER = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
 
 
@@ -60,7 +61,8 @@ def install() -> None:
         setattr(Tensor, f"__{dunder}__", _binary_method(op))
     for op in ("add", "sub", "mul", "div", "floor_divide", "remainder", "pow", "maximum",
                "minimum", "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or",
-               "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "atan2"):
+               "logical_xor", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_left_shift",
+               "bitwise_right_shift", "atan2", "fmod"):
         setattr(Tensor, op, _binary_method(op))
         setattr(Tensor, f"{op}_", _inplace_method(op))
     Tensor.true_divide = Tensor.div
@@ -88,3 +90,4 @@ def install() -> None:
         setattr(Tensor, name, property(getattr(_views, name)))
     for name, method in _functional.TENSOR_EXTRA_METHODS.items():
         setattr(Tensor, name, getattr(Tensor, method) if isinstance(method, str) else method)
+    Tensor.where = _combine.tensor_where   # self is the value, not the condition

@@ -5,6 +5,12 @@ dtype by PyTorch's promotion (``_dtype.result_type``) and the broadcast shape, t
 memory from ``_dispatch.empty`` (or writes into ``self`` for ``op_`` forms), and launches a kernel
 that calls the ``xp`` ufunc with ``out=``. Reductions, matmul and shape-combining ops live in
 ``_reductions.py`` and ``_combine.py``.
+
+Before anything is allocated or launched, the op is checked against ``_dtype.OP_RULES`` (Note
+[op dtype rules]): what PyTorch refuses for a dtype (``float & float``, ``bool - 1``,
+``complex < complex``, ``int ** -1`` ...) raises RuntimeError at the call on every backend. On
+cpu an integer division by zero raises too (:func:`check_host_divisor`); accelerators do not
+check data.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import operator
 
 import numpy as np
 
-from . import _dispatch, _dtype
+from . import _dispatch, _dtype, _writes
 from ._tensor import Tensor
 
 _Number = (bool, int, float, complex, np.number, np.bool_)
@@ -63,9 +69,26 @@ def _cast(value, compute: np.dtype, xp):
         return value.astype(compute)
     if isinstance(value, _Number) and not hasattr(value, "dtype"):
         # through a NumPy array so that an int the dtype cannot hold wraps, as PyTorch's casts
-        # do (np.int8(1000) raises OverflowError under NumPy 2)
-        return np.asarray(value).astype(compute)[()]
+        # do (np.int8(1000) raises OverflowError under NumPy 2); a float beyond the dtype's
+        # range becomes inf without NumPy's overflow warning, as in PyTorch
+        with np.errstate(over="ignore"):
+            return np.asarray(value).astype(compute)[()]
     return value
+
+
+INTEGER_DIVISIONS = frozenset(("floor_divide", "remainder", "fmod", "div_trunc"))
+
+
+def check_host_divisor(op: str, compute: _dtype.dtype, divisor) -> None:
+    """On cpu, refuse an integer division by zero as PyTorch's CPU kernels do (RuntimeError
+    "ZeroDivisionError"). Accelerators do not check (they could not without waiting for the
+    device): there the quotient/remainder of an integer division by zero is unspecified, as in
+    PyTorch on CUDA. ``divisor``: the cpu array (or scalar) divided by."""
+    if compute.is_floating_point or compute.is_complex:
+        return   # floats give inf/nan, as IEEE says
+    if not np.all(divisor):
+        raise RuntimeError(f"ZeroDivisionError: integer {op} by zero ({compute.name}); cpu "
+                           f"checks for it, accelerators give an unspecified value instead")
 
 
 def _broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
@@ -86,17 +109,21 @@ def check_no_overlap(tensor: Tensor, op: str) -> None:
                            f"written-to tensor refers to a single memory location (an "
                            f"expand()ed view?). Please clone() the tensor before performing "
                            f"the operation.")
+    if _writes.active:   # every write into an existing tensor passes here: Note [write records]
+        _writes.note(tensor)
 
 
 def _shape_of(value):
     return value.shape if isinstance(value, Tensor) else ()
 
 
-def elementwise(op: str, ufunc_name: str, operands, *, out: Tensor | None = None,
+def elementwise(op: str, ufunc_name, operands, *, out: Tensor | None = None,
                 result=None, compute=None, extra_kwargs=None) -> Tensor:
     """Run the ``xp`` ufunc ``ufunc_name`` over operands.
 
     Args:
+        ufunc_name: the name of an ``xp`` ufunc, or a function ``f(xp, *arrays, out, casting)``
+            composed of them.
         result: fixes the result dtype (e.g. bool for comparisons); default: promotion.
         compute: the dtype the ufunc computes in; default: the result dtype.
         out: write into this tensor (in-place ops) after checking shape and castability.
@@ -104,6 +131,9 @@ def elementwise(op: str, ufunc_name: str, operands, *, out: Tensor | None = None
     operands = [_check_operand(v, op) for v in operands]
     device = _operand_device(operands, op)
     promoted = _dtype.result_type(*operands)
+    rule = _dtype.OP_RULES.get(op)
+    if rule is not None:
+        rule(op, promoted, operands)
     compute = promoted if compute is None else compute(promoted)
     result = compute if result is None else result
     shape = _broadcast_shape(op, *(_shape_of(v) for v in operands))
@@ -122,12 +152,15 @@ def elementwise(op: str, ufunc_name: str, operands, *, out: Tensor | None = None
         out_tensor = out
         out_array = out._data
     xp = _dispatch.xp_of(device)
-    ufunc = getattr(xp, ufunc_name)
+    ufunc = getattr(xp, ufunc_name) if type(ufunc_name) is str else \
+        functools.partial(ufunc_name, xp)
     compute_np = compute.numpy
     arrays = [_array_of(v, device) for v in operands]
     arrays = [_cast(a, compute_np, xp) if isinstance(a, _Number) and not hasattr(a, "dtype")
               and not (isinstance(a, complex) and not compute.is_complex) else a
               for a in arrays]
+    if op in INTEGER_DIVISIONS and device.type == "cpu":
+        check_host_divisor(op, compute, arrays[1])
     kwargs = extra_kwargs or {}
     if all(getattr(a, "dtype", compute_np) == compute_np for a in arrays) and \
             not any(isinstance(a, _Number) and not hasattr(a, "dtype") and isinstance(a, complex)
@@ -153,7 +186,8 @@ _BINARY = {
     "add": "add", "sub": "subtract", "mul": "multiply", "floor_divide": "floor_divide",
     "remainder": "remainder", "pow": "power", "maximum": "maximum", "minimum": "minimum",
     "bitwise_and": "bitwise_and", "bitwise_or": "bitwise_or", "bitwise_xor": "bitwise_xor",
-    "atan2": "arctan2",
+    "bitwise_left_shift": "left_shift", "bitwise_right_shift": "right_shift",
+    "atan2": "arctan2", "fmod": "fmod",
 }
 _COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
             "gt": "greater", "ge": "greater_equal", "logical_and": "logical_and",
@@ -165,7 +199,8 @@ _FAST_SCALARS = (int, float)
 
 def _fast_binary(op: str, a: Tensor, b, out: Tensor | None):
     """The hot path of ``tensor op scalar`` and ``tensor op same-shaped tensor`` when promotion
-    cannot change the dtype; None when the general path is needed."""
+    cannot change the dtype; None when the general path is needed. It skips
+    ``_dtype.OP_RULES``: no rule refuses its ops for its dtypes (floating, int32, int64)."""
     dtype = a._dtype
     if a._guard is not None or not (dtype.is_floating_point or dtype in _FAST_INTS):
         return None
@@ -189,6 +224,8 @@ def _fast_binary(op: str, a: Tensor, b, out: Tensor | None):
     elif out is not a or 0 in data.strides:
         return None
     else:
+        if _writes.active:   # Note [write records]
+            _writes.note(out)
         inplace = _INPLACE_OPERATORS.get(op)
         if inplace is not None:   # ``x += 1``: the array library's own cheapest path
             kernel = functools.partial(inplace, data, other)
@@ -210,12 +247,21 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
         return elementwise(op, _COMPARE[op], [a, b], out=out, result=_dtype.bool)
     if op == "div":
         return elementwise(op, "true_divide", [a, b], out=out, compute=_to_float)
-    if op == "sub" and _dtype.result_type(a, b) is _dtype.bool:
-        raise TypeError("sub: subtracting two bool tensors is not supported (as in PyTorch); "
-                        "use logical_xor() or cast to an integer dtype")
     if op == "atan2":
         return elementwise(op, "arctan2", [a, b], out=out, compute=_to_float)
+    if op == "pow" and isinstance(b, Tensor) and b.dtype.is_signed and \
+            _dtype.result_type(a, b) in _INTEGERS:   # a signed integer exponent may be negative
+        return elementwise(op, _integer_power, [a, b], out=out)
     return elementwise(op, _BINARY[op], [a, b], out=out)
+
+
+def _integer_power(xp, base, exponent, *, out, casting):
+    """PyTorch's integer ``pow``: a negative exponent gives the truncated result (0, or +-1 for
+    a base of +-1) where NumPy raises and C on a GPU is undefined."""
+    negative = exponent < 0
+    power = xp.power(base, xp.maximum(exponent, 0))
+    inverse = (base == 1) + (base == -1) * (1 - 2 * (exponent & 1))   # (+-1) ** exponent
+    out[...] = power * ~negative + inverse * negative
 
 
 # unary ops: name -> (ufunc, promotes integers to float)
@@ -237,10 +283,8 @@ def unary(op: str, a, out: Tensor | None = None) -> Tensor:
     ufunc_name, to_float = _UNARY[op]
     if op == "logical_not":
         return elementwise(op, ufunc_name, [a], out=out, result=_dtype.bool)
-    if op in ("neg",) and isinstance(a, Tensor) and a.dtype is _dtype.bool:
-        raise TypeError("neg: negation of a bool tensor is not supported; use logical_not()")
     if op in ("floor", "ceil", "round", "trunc") and isinstance(a, Tensor) and \
-            not a.dtype.is_floating_point:
+            a.dtype in _INTEGERS:
         return a.clone() if out is None else out.copy_(a)
     if op == "reciprocal":
         return binary("div", 1, a, out=out)
@@ -261,7 +305,10 @@ def fill_(tensor: Tensor, value) -> Tensor:
     data = tensor._data
     if isinstance(value, complex) and not tensor.dtype.is_complex:
         value = value.real
-    scalar = _cast(value, tensor.dtype.numpy, None)  # wraps out-of-range ints, as PyTorch does
+    from ._creation import check_value_fits
+
+    check_value_fits(value, tensor.dtype, "fill_")  # 300 into int8 raises, as in PyTorch
+    scalar = _cast(value, tensor.dtype.numpy, None)  # -1 into uint8 wraps, as in PyTorch
 
     def kernel():
         data.fill(scalar)
@@ -273,6 +320,8 @@ def fill_(tensor: Tensor, value) -> Tensor:
 _FAST_OPS = frozenset(("add", "sub", "mul", "maximum", "minimum"))
 _INPLACE_OPERATORS = {"add": operator.iadd, "sub": operator.isub, "mul": operator.imul}
 _FAST_INTS = (_dtype.int32, _dtype.int64)
+_INTEGERS = frozenset(d for d in _dtype.all_dtypes if d not in (_dtype.bool,) and
+                      not (d.is_floating_point or d.is_complex))
 
 
 class _UfuncTable(dict):

@@ -18,7 +18,7 @@ import threading
 
 import numpy as np
 
-from . import _device, _dispatch, _dtype, _philox
+from . import _device, _dispatch, _dtype, _philox, _writes
 from ._tensor import Tensor
 
 __all__ = ["manual_seed", "initial_seed", "seed", "rand", "randn", "randint", "normal"]
@@ -29,12 +29,23 @@ _lock = threading.Lock()
 
 
 def normalize_seed(value) -> int:
-    """A seed as an unsigned 64-bit int (negative seeds wrap, as in PyTorch)."""
+    """A seed as an unsigned 64-bit int (negative seeds wrap, as in PyTorch).
+
+    Takes an int or an integral float (``2.0``, as PyTorch does).
+
+    Raises:
+        TypeError: any other type, or a float with a fractional part (``2.5``: PyTorch would
+            silently seed with 2).
+        RuntimeError: a seed outside ``[-2**63, 2**64)``, as in PyTorch.
+    """
+    if isinstance(value, (float, np.floating)) and value.is_integer():
+        value = int(value)
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise TypeError(f"seed must be an int, got {type(value).__name__} {value!r}")
+        raise TypeError(f"seed must be an int or an integral float, got "
+                        f"{type(value).__name__} {value!r}")
     value = int(value)
     if not -(1 << 63) <= value < (1 << 64):
-        raise ValueError(f"seed must be in [-2**63, 2**64), got {value}")
+        raise RuntimeError(f"seed must be in [-2**63, 2**64), got {value}")
     return value % (1 << 64)
 
 
@@ -73,17 +84,32 @@ class Generator:
         data = np.ascontiguousarray(self.state()._host_copy("get_rng_state()")).astype("<u8")
         return Tensor._make(data.view(np.uint8).copy(), _device.CPU, _dtype.uint8)
 
-    def set_state(self, new_state) -> None:
-        if not isinstance(new_state, Tensor):
-            raise TypeError(f"set_rng_state() takes a uint8 Tensor from get_rng_state(), got "
-                            f"{type(new_state).__name__}")
-        if new_state.dtype is not _dtype.uint8 or new_state.numel() != _STATE_BYTES:
-            raise ValueError(f"set_rng_state() takes the uint8 tensor of {_STATE_BYTES} bytes "
-                             f"that get_rng_state() returns, got {new_state.dtype.name} of "
-                             f"shape {new_state.shape}")
-        raw = np.ascontiguousarray(new_state.cpu().numpy()).reshape(-1).view("<u8")
-        self.initial_seed = int(raw[0])
-        self.state().copy_(Tensor._make(raw.astype(np.uint64), _device.CPU, _dtype.uint64))
+    def set_state(self, new_state, call: str = "set_rng_state()") -> None:
+        """Restore a state that :meth:`get_state` returned (``call`` names the public call in
+        errors)."""
+        self.load_words(state_words(new_state, call))
+
+    def load_words(self, words: np.ndarray) -> None:
+        """Restore the ``[seed, offset]`` uint64 words that :func:`state_words` checked."""
+        self.initial_seed = int(words[0])
+        self.state().copy_(Tensor._make(words, _device.CPU, _dtype.uint64))
+
+
+def state_words(new_state, call: str) -> np.ndarray:
+    """The ``[seed, offset]`` uint64 words of a state tensor that ``get_rng_state()`` returned.
+
+    Raises:
+        TypeError: ``new_state`` is not a Tensor. ValueError: not 16 uint8 bytes.
+    """
+    if not isinstance(new_state, Tensor):
+        raise TypeError(f"{call} expects a state: the uint8 Tensor (ByteTensor) that "
+                        f"get_rng_state() returns, got {type(new_state).__name__} {new_state!r}")
+    if new_state.dtype is not _dtype.uint8 or new_state.numel() != _STATE_BYTES:
+        raise ValueError(f"{call} expects the uint8 tensor of {_STATE_BYTES} bytes that "
+                         f"get_rng_state() returns, got {new_state.dtype.name} of shape "
+                         f"{new_state.shape}")
+    raw = np.ascontiguousarray(new_state.cpu().numpy()).reshape(-1).view("<u8")
+    return raw.astype(np.uint64)
 
 
 _generators: dict[_device.device, Generator] = {}
@@ -101,6 +127,8 @@ def _fill(out: Tensor, name: str, fill, *args) -> Tensor:
     out._check_guard()
     if not out.is_contiguous():
         raise ValueError(f"{name}: the output must be contiguous, got strides {out.stride()}")
+    if _writes.active:   # Note [write records]
+        _writes.note(out)
     state = generator_for(out.device).state()._data
     data = out._data
 
@@ -136,10 +164,33 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
     return _fill(tensor, "normal", _philox.fill_normal, mean, std)
 
 
-def random_(tensor: Tensor, low: int, high: int) -> Tensor:
-    """Fill with integers uniform in ``[low, high)``."""
+def _check_randint(name: str, dtype: _dtype.dtype, low: int, high: int) -> None:
+    """PyTorch's checks of ``random_``/``randint`` bounds, made at the call: the kernel's own
+    check would surface at a later, unrelated call on an accelerator (and on every replay)."""
+    if dtype.is_complex:
+        raise RuntimeError(f"{name}: random integers are not implemented for {dtype.name}; "
+                           f"draw the real and imaginary parts as a real dtype")
     if high <= low:
-        raise ValueError(f"random_: expects low < high, got low={low}, high={high}")
+        raise RuntimeError(f"{name} expects 'from' to be less than 'to', but got from={low} >= "
+                           f"to={high}")
+    smallest, largest = _philox._randint_bounds(dtype.numpy)
+    for label, value in (("from", low), ("to - 1", high - 1)):
+        if not smallest <= value <= largest:
+            raise RuntimeError(f"{name}: {label} = {value} is out of bounds for {dtype.name}, "
+                               f"whose values lie in [{smallest}, {largest}]")
+    if low < -(1 << 63) or high > (1 << 64) or (low < 0 and high > (1 << 63)):
+        raise RuntimeError(f"{name}: [from, to) = [{low}, {high}) must lie within int64 "
+                           f"[-2**63, 2**63) or uint64 [0, 2**64)")
+
+
+def random_(tensor: Tensor, low: int, high: int) -> Tensor:
+    """Fill with integers uniform in ``[low, high)``.
+
+    Raises:
+        RuntimeError: ``low >= high``, a bound the tensor's dtype cannot hold, or a complex
+            tensor (checked at the call, on every device).
+    """
+    _check_randint("random_", tensor.dtype, low, high)
     return _fill(tensor, "randint", _philox.fill_randint, low, high)
 
 
@@ -168,7 +219,10 @@ def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
     elif high is None:
         low, high = 0, low
     dtype = _dtype.int64 if dtype is None else _dtype.to_dtype(dtype)
-    return random_(empty(*tuple(size), dtype=dtype, device=device), int(low), int(high))
+    low, high = int(low), int(high)
+    _check_randint("randint", dtype, low, high)
+    return _fill(empty(*tuple(size), dtype=dtype, device=device), "randint",
+                 _philox.fill_randint, low, high)
 
 
 def normal(mean: float, std: float, size, dtype=None, device=None) -> Tensor:
@@ -180,7 +234,8 @@ def normal(mean: float, std: float, size, dtype=None, device=None) -> Tensor:
 
 
 def manual_seed(value) -> None:
-    """Seed the cpu generator and every accelerator device's generator (as torch.manual_seed)."""
+    """Seed the cpu generator and every accelerator device's generator (as torch.manual_seed)
+    with an int or an integral float (``2.0``); see :func:`normalize_seed` for what is refused."""
     from .backends import accelerator_backend
 
     generator_for(_device.CPU).manual_seed(value)

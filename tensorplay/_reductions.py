@@ -8,13 +8,13 @@ follow PyTorch: ``sum``/``prod``/``cumsum`` of bool and integer tensors give int
 float16 and bfloat16 accumulate in float32 and round once at the end.
 
 ``dim`` may be an int, a tuple of ints, or None (every dimension). A 0-d tensor accepts
-``dim=0``/``-1``.
+``dim=0``/``-1``. The ops that order elements (``max min amax amin argmax argmin sort argsort
+topk``) raise RuntimeError for complex tensors, as in PyTorch.
 """
 
 from __future__ import annotations
 
 import builtins
-import contextlib
 from collections import namedtuple
 
 import numpy as np
@@ -41,11 +41,6 @@ class return_types:
 
 
 # -- shared machinery ---------------------------------------------------------------------------
-def _quiet(xp):
-    """Silence NumPy's floating-point warnings inside a kernel (PyTorch does not warn)."""
-    return np.errstate(all="ignore") if xp is np else contextlib.nullcontext()
-
-
 def _check_tensor(value, op: str) -> Tensor:
     if not isinstance(value, Tensor):
         raise TypeError(f"{op}(): expected a Tensor, got {type(value).__name__}")
@@ -97,8 +92,7 @@ def _reduce(op: str, tensor: Tensor, axes, keepdim: bool, result: _dtype.dtype, 
     data, xp, axis = tensor._data, _dispatch.xp_of(device), _xp_axis(tensor, axes)
 
     def kernel():
-        with _quiet(xp):
-            out[...] = body(xp, data, axis, keepdim)
+        out[...] = body(xp, data, axis, keepdim)
     _dispatch.launch(device, _dispatch.named(op, kernel, shape=shape))
     return Tensor._make(out, device, result)
 
@@ -187,8 +181,15 @@ def count_nonzero(input, dim=None) -> Tensor:
 
 
 # -- extrema ----------------------------------------------------------------------------------
+def _check_tensor_op(value, op: str) -> Tensor:
+    """``value`` as a Tensor that ``op`` accepts (Note [op dtype rules] in ``_dtype``)."""
+    tensor = _check_tensor(value, op)
+    _dtype.check_op(op, tensor.dtype, (tensor,))
+    return tensor
+
+
 def _extreme(op: str, tensor, dim, keepdim: bool, reducer: str) -> Tensor:
-    tensor = _check_tensor(tensor, op)
+    tensor = _check_tensor_op(tensor, op)
     axes = _axes(tensor, dim, op)
     _check_nonempty(op, tensor, axes)
 
@@ -208,7 +209,7 @@ def amin(input, dim=(), keepdim: bool = False) -> Tensor:
 
 
 def _arg_extreme(op: str, tensor, dim, keepdim: bool, finder: str) -> Tensor:
-    tensor = _check_tensor(tensor, op)
+    tensor = _check_tensor_op(tensor, op)
     if dim is None:
         if tensor.numel() == 0:
             raise RuntimeError(f"{op}(): Expected reduction dim to be specified for "
@@ -277,7 +278,7 @@ def _max_min(op: str, input, dim, keepdim, other):
 
         return _ops.binary("maximum" if op == "max" else "minimum", input,
                            dim if other is None else other)
-    tensor = _check_tensor(input, op)
+    tensor = _check_tensor_op(input, op)
     if dim is None:
         if keepdim:
             raise TypeError(f"{op}(): keepdim needs a dim")
@@ -436,11 +437,10 @@ def _scan(op: str, input, dim, dtype, scanner: str) -> Tensor:
     zero_d = tensor.ndim == 0
 
     def kernel():
-        with _quiet(xp):
-            if zero_d:
-                out[...] = data
-            else:
-                out[...] = getattr(xp, scanner)(data, axis=axis, dtype=acc)
+        if zero_d:
+            out[...] = data
+        else:
+            out[...] = getattr(xp, scanner)(data, axis=axis, dtype=acc)
     _dispatch.launch(device, _dispatch.named(op, kernel, shape=tensor.shape))
     return Tensor._make(out, device, result)
 
@@ -492,7 +492,7 @@ def _sort_kernel(op: str, tensor: Tensor, axis: int, descending: bool, count: in
 def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):
     """Sorted values and their indices along ``dim``: ``(values, indices)``. Always stable;
     NaN sorts as the largest value."""
-    tensor = _check_tensor(input, "sort")
+    tensor = _check_tensor_op(input, "sort")
     axis = _normalize_dim(dim, tensor.ndim)
     count = tensor.shape[axis] if tensor.ndim else 1
     return return_types.sort(*_sort_kernel("sort", tensor, axis, descending, count))
@@ -509,7 +509,7 @@ def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True
     Raises:
         RuntimeError: ``k`` outside ``0..size``.
     """
-    tensor = _check_tensor(input, "topk")
+    tensor = _check_tensor_op(input, "topk")
     axis = _normalize_dim(dim, tensor.ndim)
     size = tensor.shape[axis] if tensor.ndim else 1
     if isinstance(k, builtins.bool) or not isinstance(k, (int, np.integer)) or not 0 <= k <= size:

@@ -12,9 +12,14 @@ buffer so that the stencil reads five shifted views of it in one elementwise ker
 
 from __future__ import annotations
 
+import math
+
+import ml_dtypes
+
+import tensorplay as tp
+
 from . import _dispatch
 from ._fusion import fused
-import tensorplay as tp
 
 
 def poisson_apply(x, out):
@@ -140,7 +145,7 @@ def poisson_rhs(n: int, device, dtype=None):
         (line.reshape((1, n)) * (1 - line).reshape((1, n))) * 64 + 1
 
 
-def cg_graph(solver: PoissonCG) -> "tp.accelerator.Graph":
+def cg_graph(solver: PoissonCG) -> tp.accelerator.Graph:
     """Capture the full solve: one while node whose body is one CG step.
 
     One eager step runs first (then the solver restarts) so that the fused kernels are compiled
@@ -153,6 +158,39 @@ def cg_graph(solver: PoissonCG) -> "tp.accelerator.Graph":
         solver.step()
         graph.end_capture_to_conditional_node()
     return graph
+
+
+def poisson_condition_number(n: int) -> float:
+    """``cond(A)`` of the 5-point operator on an ``n x n`` grid: its eigenvalues are
+    ``4 sin^2(i h) + 4 sin^2(j h)`` with ``h = pi / (2 (n + 1))`` and ``1 <= i, j <= n``."""
+    h = math.pi / (2 * (n + 1))
+    return (math.sin(n * h) / math.sin(h)) ** 2
+
+
+def describe_outcome(solver: PoissonCG, tol: float) -> tuple[bool, str]:
+    """Whether a finished solve met ``tol`` and a sentence saying so: the tolerance asked for
+    beside the relative residual ``||b - A x|| / ||b||`` reached (recomputed, waits for the
+    device), the iterations, and why it stopped short when it did.
+
+    "Converged" means the recomputed residual is within ``tol``. The loop itself tests the
+    residual it updates (``r -= alpha A p``), which rounding makes drift from ``b - A x`` by about
+    ``eps * cond(A)`` relative; in float32 that floor can sit far above ``tol``.
+    """
+    iterations = int(solver.iterations.item())
+    residual = relative_residual(solver, tol)
+    dtype = solver.b.dtype
+    said = (f"asked for a relative residual of {tol:.1e} in {dtype.name}, reached {residual:.2e} "
+            f"(||b - A x|| / ||b||, recomputed) in {iterations} iterations")
+    if residual <= tol:
+        return True, f"{said}: converged"
+    if iterations >= solver.max_iterations:
+        return False, f"{said}: not converged, stopped at the limit of {iterations} iterations"
+    eps = float(ml_dtypes.finfo(dtype.numpy).eps)
+    cond = poisson_condition_number(solver.b.shape[0])
+    return False, (f"{said}: not converged, {residual / tol:.0f}x above the tolerance. The loop "
+                   f"stops on the residual it updates, which rounding pulls away from b - A x "
+                   f"to about eps * cond(A) = {eps:.1e} * {cond:.0f} = {eps * cond:.1e} in "
+                   f"{dtype.name}")
 
 
 def relative_residual(solver: PoissonCG, tol: float) -> float:

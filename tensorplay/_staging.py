@@ -5,8 +5,15 @@ and of the same dtype and shape: it becomes one ``(dst_ptr, src_ptr, nbytes)`` t
 backend fuses with the launch. Any other copyable pair is copied now with ``copy_`` semantics
 (broadcasting, casting, other devices), in stream order before the launch.
 
-The fast-path metadata of the static buffers is cached per list of static tensors, so a steady
-loop (as ``tensorplay.compile`` runs) checks only the fresh inputs.
+Write-back, for the pairs named by index (``tensorplay.compile`` names the inputs its function
+writes): after the graph ran, the static buffer is copied back into the fresh tensor. A fast pair
+gives the reversed triplet, which the backend fuses with the end of the same launch (Note [fused
+staging] in ``backends/cuda/_stage_node.py``); any other pair is copied with ``copy_`` right
+after the launch, in stream order.
+
+The fast-path metadata of the static buffers is cached per list of static tensors and
+write-back indices, so a steady loop (as ``tensorplay.compile`` runs) checks only the fresh
+inputs.
 """
 
 from __future__ import annotations
@@ -37,13 +44,33 @@ def _check_copyable(index: int, static: Tensor, fresh) -> None:
                          f"copied into static_inputs[{index}] of shape {static.shape}")
 
 
+def _check_sequence(name: str, value) -> None:
+    if isinstance(value, (list, tuple)):
+        return
+    hint = "; pass lists of tensors ([t], not t)" if isinstance(value, Tensor) else ""
+    raise TypeError(f"stage_and_launch(static_inputs, inputs): {name} must be a list or tuple "
+                    f"of Tensors, got {type(value).__name__}{hint}")
+
+
+def _write_back_flags(write_back, count: int) -> list[bool]:
+    flags = [False] * count
+    for index in write_back:
+        if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+            raise ValueError(f"stage_and_launch: write-back index {index!r} is not an index of "
+                             f"the {count} static_inputs")
+        flags[index] = True
+    return flags
+
+
 class StaticPlan:
     """What the fast path needs to know of one list of static buffers, computed once."""
 
-    __slots__ = ("statics", "fast")
+    __slots__ = ("statics", "write_back", "fast", "back")
 
-    def __init__(self, static_inputs, device_index: int, backend):
+    def __init__(self, static_inputs, device_index: int, backend, write_back=()):
         self.statics = tuple(static_inputs)
+        self.write_back = write_back
+        self.back = _write_back_flags(write_back, len(self.statics))
         self.fast = []
         device_type = backend.device_type
         for static in self.statics:
@@ -56,37 +83,57 @@ class StaticPlan:
             else:
                 self.fast.append(None)
 
-    def matches(self, static_inputs) -> bool:
+    def matches(self, static_inputs, write_back) -> bool:
         statics = self.statics
-        return len(static_inputs) == len(statics) and all(map(_is, static_inputs, statics))
+        return ((write_back is self.write_back or write_back == self.write_back)
+                and len(static_inputs) == len(statics) and all(map(_is, static_inputs, statics)))
 
 
-def plan_staging(static_inputs, inputs, device_index: int, backend, plan=None):
-    """Copy the slow pairs now and return ``(copies, plan)``: the fast pairs as raw triplets,
-    and the static plan to pass back next time (reused while the same static tensors come).
+def plan_staging(static_inputs, inputs, device_index: int, backend, plan=None, write_back=()):
+    """Copy the slow pairs now and return ``(copies, copies_out, slow_out, plan)``.
+
+    ``copies``: the fast pairs as raw triplets (static <- fresh) for before the graph;
+    ``copies_out``: the fast write-back pairs as raw triplets (fresh <- static) for after it;
+    ``slow_out``: the indices of the other write-back pairs, for the caller to copy with
+    ``copy_`` after the launch; ``plan``: the static plan to pass back next time (reused while
+    the same static tensors and write-back indices come).
 
     Raises:
+        TypeError: a sequence is not a list or tuple, or an element is not a Tensor.
         ValueError: the sequences differ in length, or a pair is not copyable (naming it).
-        TypeError: an element is not a Tensor.
     """
+    _check_sequence("static_inputs", static_inputs)
+    _check_sequence("inputs", inputs)
     if len(static_inputs) != len(inputs):
         raise ValueError(f"stage_and_launch: {len(inputs)} inputs given for "
                          f"{len(static_inputs)} static_inputs; they must match one to one")
-    if plan is None or not plan.matches(static_inputs):
-        plan = StaticPlan(static_inputs, device_index, backend)
-    copies = []
+    if plan is None or not plan.matches(static_inputs, write_back):
+        plan = StaticPlan(static_inputs, device_index, backend, write_back)
+    copies: list = []
+    copies_out: list = []
+    slow_out: list = []
     append = copies.append
     array_ptr = backend.array_ptr
-    for index, (fresh, fast) in enumerate(zip(inputs, plan.fast)):
+    for index, (fresh, fast, back) in enumerate(zip(inputs, plan.fast, plan.back)):
         if fast is not None and type(fresh) is Tensor and fresh._guard is None:
             dtype, device, shape, strides, dst, nbytes = fast
             data = fresh._data
             if (fresh._dtype is dtype and data.shape == shape and data.strides == strides
                     and (fresh._device is device or fresh._device == device)):
-                append((dst, array_ptr(data), nbytes))
+                src = array_ptr(data)
+                append((dst, src, nbytes))
+                if back:
+                    copies_out.append((src, dst, nbytes))
                 continue
-        _copy_slow_pair(index, plan.statics[index], fresh, device_index, backend)
-    return copies, plan
+        static = plan.statics[index]
+        _copy_slow_pair(index, static, fresh, device_index, backend)
+        if back:
+            if fresh.shape != static.shape:
+                raise ValueError(f"stage_and_launch: static_inputs[{index}] of shape "
+                                 f"{static.shape} cannot be written back into inputs[{index}] "
+                                 f"of shape {fresh.shape}")
+            slow_out.append(index)
+    return copies, copies_out, slow_out, plan
 
 
 def _copy_slow_pair(index: int, static, fresh, device_index: int, backend) -> None:

@@ -84,7 +84,8 @@ def copy_(dst: Tensor, src) -> Tensor:
     if src.device == dst.device:
         _dispatch.launch(dst.device, _assign_kernel(dst._data, src._data))
     elif dst.device.type == "cpu":
-        dst._data[...] = src._host_copy("copy to the host (Tensor.cpu()/copy_)")
+        host = src._host_copy("copy to the host (Tensor.cpu()/copy_)")
+        _dispatch.launch(dst.device, _assign_kernel(dst._data, host))  # a cast stays silent
     elif src.device.type == "cpu":
         _copy_from_host(dst, src._data)
     else:
@@ -99,7 +100,8 @@ def _copy_from_host(dst: Tensor, host: np.ndarray) -> None:
     _state.check_capture_safe("copy from the host (tensor creation/copy_)", native)
     backend = _dispatch.backend_of(dst.device)
     # np.array, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,)
-    staged = np.array(np.broadcast_to(host, dst.shape), dtype=dst.dtype.numpy, order="C")
+    with np.errstate(over="ignore", invalid="ignore"):  # casts are silent, as PyTorch's
+        staged = np.array(np.broadcast_to(host, dst.shape), dtype=dst.dtype.numpy, order="C")
     if dst.is_contiguous():
         backend.from_host(native, dst._data, staged)
         return

@@ -334,11 +334,19 @@ moveaxis = movedim
 
 
 # -- adding and removing size-1 dimensions ------------------------------------------------------
+def unsqueeze_stride(shape, strides, dim: int) -> int:
+    """The stride PyTorch gives a size-1 dimension inserted at ``dim``: the extent of the
+    dimension it goes in front of (1 at the end), so the view stays as contiguous as its base
+    (NumPy would give 0)."""
+    return shape[dim] * strides[dim] if dim < len(shape) else 1
+
+
 def unsqueeze(tensor: Tensor, dim: int) -> Tensor:
     """A size-1 dimension inserted at ``dim`` (``-ndim-1 <= dim <= ndim``)."""
     dim = _normalize_dim(dim, tensor.ndim + 1)
-    key = (slice(None),) * dim + (None,)
-    return _make_view(tensor, tensor._data[key])
+    shape, strides = tensor.shape, tensor.stride()
+    return _strided(tensor, shape[:dim] + (1,) + shape[dim:],
+                    strides[:dim] + (unsqueeze_stride(shape, strides, dim),) + strides[dim:])
 
 
 def squeeze(tensor: Tensor, dim=None) -> Tensor:
@@ -359,34 +367,41 @@ def squeeze(tensor: Tensor, dim=None) -> Tensor:
 # -- broadcasting ---------------------------------------------------------------------------
 def expand(tensor: Tensor, *sizes) -> Tensor:
     """A broadcast view: size-1 dims repeat to ``sizes`` (-1 keeps a size); new dims may be
-    added in front. Nothing is copied; the view's repeated elements share memory."""
+    added in front. Nothing is copied; the view's repeated elements share memory.
+
+    Strides follow PyTorch: 0 for every repeated dim, the base's for the others; a new leading
+    dim of size 1 gets the extent of the dim after it.
+    """
     sizes = _sizes(sizes, "expand")
-    shape = tensor.shape
+    shape, base_strides = tensor.shape, tensor.stride()
     if len(sizes) < len(shape):
         raise RuntimeError(f"expand: the number of sizes provided ({len(sizes)}) must be "
                            f"greater or equal to the number of dimensions in the tensor "
                            f"({len(shape)})")
     lead = len(sizes) - len(shape)
-    target = []
-    for i, size in enumerate(sizes):
+    target = [0] * len(sizes)
+    strides = [0] * len(sizes)
+    for i in range(len(sizes) - 1, -1, -1):
+        size = sizes[i]
         if i < lead:
             if size < 0:
                 raise RuntimeError(f"expand: the expanded size of the tensor ({size}) isn't "
                                    f"allowed in a leading, non-existing dimension {i}")
-            target.append(size)
-            continue
-        have = shape[i - lead]
-        if size == -1:
-            size = have
-        elif have != 1 and size != have:
-            raise RuntimeError(f"The expanded size of the tensor ({size}) must match the "
-                               f"existing size ({have}) at non-singleton dimension {i}.  "
-                               f"Target sizes: {list(sizes)}.  Tensor sizes: {list(shape)}")
-        target.append(size)
+            have = 1
+            stride = target[i + 1] * strides[i + 1] if i + 1 < len(sizes) else 0
+        else:
+            have, stride = shape[i - lead], base_strides[i - lead]
+            if size == -1:
+                size = have
+            elif have != 1 and size != have:
+                raise RuntimeError(f"The expanded size of the tensor ({size}) must match the "
+                                   f"existing size ({have}) at non-singleton dimension {i}.  "
+                                   f"Target sizes: {list(sizes)}.  Tensor sizes: "
+                                   f"{list(shape)}")
+        target[i] = size
+        strides[i] = 0 if size != have or not shape else stride
     # as_strided rather than xp.broadcast_to: NumPy's broadcast views are read-only, and
     # PyTorch lets one write a single element of an expanded view (e[0, 0] = 1).
-    strides = [0] * lead + [0 if have == 1 and size != 1 else stride
-                            for have, size, stride in zip(shape, target[lead:], tensor.stride())]
     return _strided(tensor, target, strides)
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from support import accelerator_device, requires_accelerator, to_numpy
+from support import accelerator_device, requires_accelerator, supports, to_numpy
 from tensorplay import _solvers
 
 
@@ -89,3 +89,43 @@ def test_zero_right_hand_side_does_not_iterate(device):
 def test_bad_arguments_say_what_was_given(shape, tol, message):
     with pytest.raises(ValueError, match=message):
         _solvers.PoissonCG(tp.ones(shape), tol, 10)
+
+
+def _solve_eagerly(device, dtype, max_iterations, n=64, tol=1e-6):
+    solver = _solvers.PoissonCG(_solvers.poisson_rhs(n, device, dtype), tol, max_iterations)
+    while bool(solver.running.item()):
+        solver.step()
+    return solver
+
+
+def test_float32_solve_is_not_called_converged_and_says_why_it_stalls(device):
+    solver = _solve_eagerly(device, tp.float32, 640)
+    converged, text = _solvers.describe_outcome(solver, 1e-6)
+    residual = _solvers.relative_residual(solver, 1e-6)
+    assert residual > 1e-5                       # eps * cond(A) ~ 2e-4 for n = 64 in float32
+    assert converged is False
+    assert "converged" not in text.replace("not converged", "")
+    assert "1.0e-06 in float32" in text and f"reached {residual:.2e}" in text
+    assert "eps * cond(A)" in text
+
+
+def test_float64_solve_reaches_the_tolerance_and_says_converged(device):
+    if not supports(device, tp.float64):
+        pytest.skip(f"{device} does not compute float64")
+    solver = _solve_eagerly(device, tp.float64, 640)
+    converged, text = _solvers.describe_outcome(solver, 1e-6)
+    assert converged is True and text.endswith(": converged")
+    assert _solvers.relative_residual(solver, 1e-6) <= 1e-6
+
+
+def test_iteration_limit_is_named_as_the_reason(device):
+    solver = _solve_eagerly(device, tp.float32, 5)
+    converged, text = _solvers.describe_outcome(solver, 1e-6)
+    assert converged is False and "stopped at the limit of 5 iterations" in text
+
+
+def test_condition_number_matches_the_dense_operator():
+    n = 6
+    dense = np.stack([_numpy_apply(np.eye(n * n)[k].reshape(n, n)).ravel()
+                      for k in range(n * n)])
+    assert _solvers.poisson_condition_number(n) == pytest.approx(np.linalg.cond(dense), rel=1e-9)

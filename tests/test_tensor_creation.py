@@ -165,3 +165,99 @@ def test_fill_casts_like_pytorch(device):
     assert to_numpy(tp.zeros(1, dtype=tp.bool, device=device).fill_(2)).tolist() == [True]
     assert to_numpy(tp.zeros(1, device=device).fill_(1 + 2j)).tolist() == [1.0]
     assert to_numpy(tp.ones(2, device=device).zero_()).tolist() == [0.0, 0.0]
+
+
+# -- values that do not fit, ragged data, impossible sizes (PyTorch raises; nothing wraps) --------
+
+@pytest.mark.parametrize("data,dtype,shown", [
+    ([2 ** 63], None, "9223372036854775808 cannot be converted to type int64"),
+    ([2 ** 64], None, "18446744073709551616 cannot be converted to type int64"),
+    ([[2 ** 63, -1]], None, "9223372036854775808 cannot be converted to type int64"),
+    (-(2 ** 63) - 1, None, "-9223372036854775809 cannot be converted to type int64"),
+    ([300], tp.int8, "300 cannot be converted to type int8"),
+    ([1, -129], tp.int8, "-129 cannot be converted to type int8"),
+    ([256], tp.uint8, "256 cannot be converted to type uint8"),
+    ([-256], tp.uint8, "-256 cannot be converted to type uint8"),
+    ([-1.0], tp.uint8, "-1.0 cannot be converted to type uint8"),
+    ([127.5], tp.int8, "127.5 cannot be converted to type int8"),
+    ([1.0, float("nan")], tp.int32, "nan cannot be converted to type int32"),
+    ([2 ** 64], tp.uint64, "18446744073709551616 cannot be converted to type uint64"),
+])
+def test_tensor_refuses_python_values_that_overflow_the_dtype(device, data, dtype, shown):
+    with pytest.raises(RuntimeError, match=f"tensor\\(\\): value {shown} without overflow"):
+        tp.tensor(data, dtype=dtype, device=device)
+    assert to_numpy(tp.tensor([1, 2], dtype=dtype, device=device)).tolist() == [1, 2]
+
+
+def test_tensor_stores_values_that_fit_as_pytorch_does(device):
+    def values(data, dtype):
+        return to_numpy(tp.tensor(data, dtype=dtype, device=device)).tolist()
+    # negative ints down to -max wrap into unsigned dtypes, as PyTorch's checked conversion allows
+    assert values([-1, -255, 255], tp.uint8) == [255, 1, 255]
+    assert values([-128, 127, 1.9, -2.9], tp.int8) == [-128, 127, 1, -2]
+    assert values([2 ** 64], tp.float32) == [float(2 ** 64)]
+    if supports(device, tp.uint64):
+        assert values([2 ** 63, -1], tp.uint64) == [2 ** 63, 2 ** 64 - 1]
+    assert values([2 ** 63 - 1, -(2 ** 63)], None) == [2 ** 63 - 1, -(2 ** 63)]
+    # NumPy arrays are cast, which wraps (PyTorch checks Python values only)
+    assert values(np.array([300]), tp.int8) == [44]
+
+
+def test_tensor_keeps_the_precision_of_the_requested_dtype(device):
+    if supports(device, tp.float64):
+        assert tp.tensor([0.1], dtype=tp.float64, device=device).item() == 0.1
+        assert tp.tensor(0.1, dtype=tp.float64, device=device).item() == 0.1
+        assert tp.tensor([2 ** 60 + 1], dtype=tp.float64, device=device).item() == 2.0 ** 60
+    if supports(device, tp.complex128):
+        assert tp.tensor([0.1 + 0.2j], dtype=tp.complex128, device=device).item() == 0.1 + 0.2j
+    assert tp.tensor([0.1], device=device).dtype == tp.float32  # the default is unchanged
+
+
+@pytest.mark.parametrize("make,shown", [
+    (lambda d: tp.full((1,), 300, dtype=tp.int8, device=d), "300 cannot be converted to type int8"),
+    (lambda d: tp.full((2,), 2 ** 63, device=d), "9223372036854775808 .* type int64"),
+    (lambda d: tp.zeros(2, dtype=tp.int8, device=d).fill_(300), "300 cannot be converted"),
+    (lambda d: tp.zeros(2, dtype=tp.uint8, device=d).fill_(-256), "-256 cannot be converted"),
+    (lambda d: tp.zeros(2, dtype=tp.int32, device=d).fill_(float("nan")), "nan cannot be"),
+    (lambda d: tp.zeros(2, device=d).fill_(1e39), "1e\\+39 cannot be converted to type float32"),
+    (lambda d: tp.full_like(tp.zeros(2, dtype=tp.int16, device=d), 40000), "40000 cannot be"),
+])
+def test_full_and_fill_refuse_values_that_overflow_the_dtype(device, make, shown):
+    with pytest.raises(RuntimeError, match=f"fill_: value {shown}.*without overflow"):
+        make(device)
+    t = tp.zeros(2, dtype=tp.uint8, device=device).fill_(-1)  # -1 wraps, as in PyTorch
+    assert to_numpy(t).tolist() == [255, 255]
+    assert to_numpy(tp.full((2,), float("inf"), device=device)).tolist() == [np.inf, np.inf]
+
+
+@pytest.mark.parametrize("data,error,message", [
+    ([[1, 2], [3]], ValueError, "expected sequence of length 2 at dim 1 \\(got 1\\)"),
+    ([[[1], [2]], [[1], [2, 3]]], ValueError, "expected sequence of length 1 at dim 2 \\(got 2\\)"),
+    ([[1, 2], 3], TypeError, "expected sequence of length 2 at dim 1 \\(got int 3"),
+    ([1, [2, 3]], TypeError, "expected a number at dim 1 \\(got a sequence of length 2\\)"),
+])
+def test_ragged_nested_lists_raise_like_pytorch(device, data, error, message):
+    with pytest.raises(error, match=message):
+        tp.tensor(data, device=device)
+    assert tp.tensor([[1, 2], [3, 4]], device=device).shape == (2, 2)
+
+
+@pytest.mark.parametrize("bounds", [(0, float("inf")), (0, float("nan")), (float("-inf"), 0),
+                                    (0, 1, float("nan"))])
+def test_arange_refuses_infinite_and_nan_bounds(device, bounds):
+    with pytest.raises(RuntimeError, match="arange: unsupported range: .* must be finite"):
+        tp.arange(*bounds, device=device)
+    assert to_numpy(tp.arange(0, 2.0, device=device)).tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("make", [
+    lambda d: tp.empty(2 ** 62, 2 ** 62, device=d),
+    lambda d: tp.zeros((2 ** 40, 2 ** 40), device=d),
+    lambda d: tp.ones(2 ** 61, dtype=tp.int64, device=d),
+    lambda d: tp.arange(2 ** 62, device=d),
+    lambda d: tp.rand(2 ** 31, 2 ** 31, device=d),
+])
+def test_a_shape_whose_size_overflows_says_so(device, make):
+    with pytest.raises(RuntimeError, match="Storage size calculation overflowed with sizes=\\["):
+        make(device)
+    assert tp.empty(2, 3, device=device).shape == (2, 3)

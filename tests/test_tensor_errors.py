@@ -1,5 +1,8 @@
 """Every user error: its type and message, then one more op to show the process still works."""
 
+import math
+import warnings
+
 import pytest
 
 import tensorplay as tp
@@ -117,9 +120,11 @@ def test_dtype_errors(device):
     with pytest.raises(RuntimeError, match="mean\\(\\): could not infer output dtype.*Got: "
                                            "int64"):
         ints.mean()
-    with pytest.raises(TypeError, match="subtracting two bool tensors"):
+    with pytest.raises(RuntimeError, match="with two bool tensors is not supported. Use the `\\^` "
+                                           "or `logical_xor\\(\\)`"):
         bools - bools
-    with pytest.raises(TypeError, match="negation of a bool tensor"):
+    with pytest.raises(RuntimeError, match="Negation, the `-` operator, on a bool tensor is not "
+                                           "supported.*`~` or `logical_not\\(\\)`"):
         -bools
     with pytest.raises(RuntimeError, match="result type float32 can't be cast to the desired "
                                            "output type int64"):
@@ -156,6 +161,148 @@ def test_join_errors(device):
     with pytest.raises(TypeError, match="list or tuple of Tensors"):
         tp.cat(a)
     assert tp.cat([a, a], dim=1).shape == (2, 6)
+
+
+MASK_ADVICE = "use the `~` or `logical_not\\(\\)` operator instead"
+NO_ORDER = "is not implemented for complex64.*complex numbers have no ordering"
+
+
+def _floats(device):
+    return tp.tensor([1.0, 2.0], device=device)
+
+
+def _ints(device):
+    return tp.tensor([3, 4], device=device)
+
+
+def _bools(device):
+    return tp.tensor([True, False], device=device)
+
+
+def _complexes(device):
+    return tp.tensor([1 + 1j, 2 - 1j], device=device)
+
+
+# (operation on a device, the message it must raise at the call)
+REFUSED = [
+    (lambda d: _bools(d) - 1, "Subtraction, the `-` operator, with a bool tensor is not supported "
+                              "\\(got bool tensor, Python int\\). If you are trying to invert a "
+                              "mask, " + MASK_ADVICE),
+    (lambda d: 1 - _bools(d), "with a bool tensor is not supported.*" + MASK_ADVICE),
+    (lambda d: _floats(d) - _bools(d), "with a bool tensor is not supported.*" + MASK_ADVICE),
+    (lambda d: _floats(d) - True, "with a bool tensor is not supported.*" + MASK_ADVICE),
+    (lambda d: tp.sub(_bools(d), _bools(d), alpha=2),
+     "with two bool tensors is not supported.*logical_xor"),
+    (lambda d: _bools(d) // _bools(d),
+     '"floor_divide" is not implemented for bool \\(got bool tensor, bool tensor\\)'),
+    (lambda d: _bools(d) % _bools(d), '"remainder" is not implemented for bool'),
+    (lambda d: tp.fmod(_bools(d), _bools(d)), '"fmod" is not implemented for bool'),
+    (lambda d: tp.div(_bools(d), _bools(d), rounding_mode="trunc"),
+     '"div_trunc" is not implemented for bool'),
+    (lambda d: _bools(d) ** _bools(d), '"pow" is not implemented for bool'),
+    (lambda d: True ** _bools(d), '"pow" is not implemented for bool'),
+    (lambda d: _floats(d) & _floats(d), ('"bitwise_and" is not implemented for float32 \\(got '
+                                         'float32 tensor, float32 tensor\\); bitwise ops take '
+                                         'bool and integer tensors')),
+    (lambda d: _floats(d) | 1, '"bitwise_or" is not implemented for float32'),
+    (lambda d: _ints(d) ^ 1.5,
+     '"bitwise_xor" is not implemented for float32 \\(got int64 tensor, Python float\\)'),
+    (lambda d: ~_floats(d), '"bitwise_not" is not implemented for float32 \\(got float32 tensor'),
+    (lambda d: _floats(d) << 1, '"bitwise_left_shift" is not implemented for float32'),
+    (lambda d: _bools(d) >> _bools(d),
+     '"bitwise_right_shift" is not implemented for bool.*shifts take integer tensors'),
+    (lambda d: _ints(d) ** -1,
+     "Integers to negative integer powers are not allowed \\(pow: int64 tensor \\*\\* -1\\)"),
+    (lambda d: _bools(d) ** -2, "Integers to negative integer powers are not allowed"),
+    (lambda d: -_bools(d), "Negation, the `-` operator, on a bool tensor.*" + MASK_ADVICE),
+    (lambda d: tp.round(_ints(d), decimals=1), '"round.decimals" is not implemented for int64'),
+    (lambda d: _bools(d).floor(), '"floor" is not implemented for bool'),
+    (lambda d: tp.relu(_bools(d)), '"relu" is not implemented for bool'),
+]
+REFUSED_COMPLEX = [
+    (lambda d: _complexes(d) // _complexes(d), '"floor_divide" is not implemented for complex64'),
+    (lambda d: _complexes(d) % 2, '"remainder" is not implemented for complex64'),
+    (lambda d: _complexes(d).fmod(2), '"fmod" is not implemented for complex64'),
+    (lambda d: _complexes(d) < _complexes(d), '"lt" ' + NO_ORDER),
+    (lambda d: _complexes(d) <= 1, '"le" ' + NO_ORDER),
+    (lambda d: _complexes(d) > 1, '"gt" ' + NO_ORDER),
+    (lambda d: 1 >= _complexes(d), '"le" ' + NO_ORDER),
+    (lambda d: _floats(d) >= 1j, '"ge" ' + NO_ORDER),
+    (lambda d: _complexes(d).max(), '"max" ' + NO_ORDER),
+    (lambda d: _complexes(d).min(dim=0), '"min" ' + NO_ORDER),
+    (lambda d: _complexes(d).amax(), '"amax" ' + NO_ORDER),
+    (lambda d: tp.amin(_complexes(d)), '"amin" ' + NO_ORDER),
+    (lambda d: _complexes(d).argmax(), '"argmax" ' + NO_ORDER),
+    (lambda d: tp.argmin(_complexes(d), dim=0), '"argmin" ' + NO_ORDER),
+    (lambda d: _complexes(d).sort(), '"sort" ' + NO_ORDER),
+    (lambda d: _complexes(d).argsort(), '"sort" ' + NO_ORDER),
+    (lambda d: _complexes(d).topk(1), '"topk" ' + NO_ORDER),
+    (lambda d: tp.maximum(_complexes(d), _complexes(d)), '"maximum" ' + NO_ORDER),
+    (lambda d: tp.max(_complexes(d), _complexes(d)), '"maximum" ' + NO_ORDER),
+    (lambda d: tp.minimum(_floats(d), _complexes(d)), '"minimum" ' + NO_ORDER),
+    (lambda d: _complexes(d).clamp(min=0), '"clamp" ' + NO_ORDER),
+    (lambda d: _complexes(d).clamp_(max=1), '"clamp_" ' + NO_ORDER),
+    (lambda d: tp.floor(_complexes(d)), '"floor" is not implemented for complex64'),
+    (lambda d: _complexes(d).round(), '"round" is not implemented for complex64'),
+    (lambda d: tp.sign(_complexes(d)), '"sign" is not implemented for complex64'),
+    (lambda d: tp.atan2(_complexes(d), _complexes(d)), '"atan2" is not implemented for complex64'),
+]
+
+
+def _case_ids(cases, dtype: str) -> list[str]:
+    """``op-dtype-N``: the op the message names (else its first word) and the case's index."""
+    names = [match.split('"')[1] if match.startswith('"') else match.split()[0]
+             for _, match in cases]
+    return [f"{name}-{dtype}-{i}" for i, name in enumerate(names)]
+
+
+@pytest.mark.parametrize("operation,match,dtype",
+                         [(*case, tp.bool) for case in REFUSED] +
+                         [(*case, tp.complex64) for case in REFUSED_COMPLEX],
+                         ids=_case_ids(REFUSED, "bool") + _case_ids(REFUSED_COMPLEX, "complex"))
+def test_ops_pytorch_refuses_are_refused_at_the_call(device, operation, match, dtype):
+    if not supports(device, dtype):
+        pytest.skip(f"{device} cannot hold {dtype}")
+    with pytest.raises(RuntimeError, match=match):
+        operation(device)
+    still_works(device)   # waits for the device: nothing was queued that fails later
+
+
+def test_refused_in_place_op_leaves_the_tensor_untouched(device):
+    t = tp.tensor([1.5, 2.5], device=device)
+    with pytest.raises(RuntimeError, match='"bitwise_and" is not implemented for float32'):
+        t.bitwise_and_(t)
+    with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+        tp.tensor([2], device=device).pow_(-1)
+    assert t.tolist() == [1.5, 2.5]
+    still_works(device)
+
+
+@pytest.mark.parametrize("operation,name", [
+    (lambda a, b: a // b, "floor_divide"), (lambda a, b: a % b, "remainder"),
+    (lambda a, b: tp.fmod(a, b), "fmod"),
+    (lambda a, b: tp.div(a, b, rounding_mode="trunc"), "div_trunc"),
+    (lambda a, b: tp.div(a, b, rounding_mode="floor"), "floor_divide"),
+])
+def test_integer_division_by_zero(device, operation, name):
+    a = tp.tensor([7, -8, 9], dtype=tp.int32, device=device)
+    divisors = tp.tensor([2, 0, 3], dtype=tp.int32, device=device)
+    if device == "cpu":
+        for divisor in (divisors, 0):
+            with pytest.raises(RuntimeError, match=f"ZeroDivisionError: integer {name} by zero "
+                                                   f"\\(int32\\)"):
+                operation(a, divisor)
+    else:   # accelerators do not check, as PyTorch's CUDA does not: no error, no warning
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            result = operation(a, divisors).cpu()
+            operation(a, 0).cpu()
+        expected = operation(a.cpu(), tp.tensor([2, 1, 3], dtype=tp.int32))
+        assert result.shape == (3,) and result.dtype == tp.int32
+        assert result[0].item() == expected[0].item() and result[2].item() == expected[2].item()
+    floats = operation(a.float(), divisors.float()).tolist()   # IEEE: inf/nan, no error
+    assert math.isinf(floats[1]) or math.isnan(floats[1])
+    still_works(device)
 
 
 def test_reduction_and_dim_errors(device):

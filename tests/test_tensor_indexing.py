@@ -234,3 +234,33 @@ def test_index_select_gather_take(device):
                                   [[0, 11]])
     with pytest.raises(RuntimeError, match="same number of dimensions"):
         t.gather(0, index)
+
+
+@pytest.mark.parametrize("key,shown", [
+    (1.5, "a Python float: 1.5"), ((0, 2.0), "a Python float: 2.0"),
+    (np.float64(1.0), "a NumPy float64"), ((1j,), "a Python complex"),
+])
+def test_a_float_index_says_a_float_was_given(device, key, shown):
+    t, a = base(device, 3, 4)
+    with pytest.raises(IndexError, match=f"only integers, slices .* are valid indices \\(got "
+                                         f"{shown}"):
+        t[key]
+    with pytest.raises(IndexError, match="valid indices"):
+        t[key] = 1.0
+    np.testing.assert_array_equal(to_numpy(t[1]), a[1])
+
+
+def test_writing_values_that_overflow_the_dtype_raises(device):
+    t = tp.zeros(3, dtype=tp.int8, device=device)
+    with pytest.raises(RuntimeError, match="__setitem__: value 300 cannot be converted to type "
+                                           "int8 without overflow"):
+        t[0] = 300
+    with pytest.raises(RuntimeError, match="tensor\\(\\): value -129 cannot be converted"):
+        t[:2] = [1, -129]
+    with pytest.raises(RuntimeError, match="masked_fill: value 128 cannot be converted"):
+        t.masked_fill(tp.tensor([True, False, True], device=device), 128)
+    t[1] = 127
+    t[:2] = [-128, 5]
+    u = tp.zeros(2, dtype=tp.uint8, device=device)
+    u[0] = -1  # wraps, as in PyTorch
+    assert to_numpy(t).tolist() == [-128, 5, 0] and to_numpy(u).tolist() == [255, 0]

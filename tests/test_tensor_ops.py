@@ -1,6 +1,7 @@
 """Elementwise ops, reductions, matmul, joins and activations against NumPy, on every device."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -142,6 +143,87 @@ def test_add_sub_alpha_and_div_rounding(device):
     with pytest.raises(ValueError, match="rounding_mode"):
         tp.div(i, j, rounding_mode="ceil")
     check(i + j, np.array([9, -5, 2]))
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float64])
+def test_fmod_takes_the_sign_of_the_dividend(device, dtype):
+    a = np.array([-7, 7, -8, 9, 5], dtype)
+    b = np.array([3, -3, 3, 4, -5], dtype)
+    ta, tb = tp.tensor(a, device=device), tp.tensor(b, device=device)
+    check(tp.fmod(ta, tb), np.fmod(a, b), dtype=ta.dtype)
+    check(ta.fmod(2), np.fmod(a, dtype(2)))
+    check(tp.fmod(ta, tb), np.array([-1, 1, -2, 1, 0]))
+    check(tp.remainder(ta, tb), np.array([2, -2, 1, 1, 0]))   # the sign of the divisor
+    ta.fmod_(tb)
+    check(ta, np.fmod(a, b))
+    if dtype is np.int32:
+        check(tp.fmod(ta, 2.5), np.fmod(np.fmod(a, b), np.float32(2.5)), dtype=tp.float32)
+
+
+def test_round_halves_to_even_and_decimals(device):
+    a = np.array([0.5, 1.5, 2.5, -2.5, -0.5, 1.2345, 1234.5678, -0.051], np.float32)
+    t = tp.tensor(a, device=device)
+    check(tp.round(t), np.array([0, 2, 2, -2, -0, 1, 1235, -0], np.float32), rtol=0, atol=0)
+    for decimals in (1, 2, 3, -1, -2):   # PyTorch's formula is NumPy's: rint(x * 10**n) / 10**n
+        check(tp.round(t, decimals=decimals), np.round(a, decimals), rtol=0, atol=0)
+        check(t.round(decimals=decimals), np.round(a, decimals), rtol=0, atol=0)
+    check(tp.round(t, decimals=2), np.array([0.5, 1.5, 2.5, -2.5, -0.5, 1.23, 1234.57, -0.05]))
+    check(tp.round(tp.tensor([0.125, 0.375], dtype=tp.float64, device=device), decimals=2),
+          np.array([0.12, 0.38]), dtype=tp.float64, rtol=0, atol=1e-15)   # ties to even
+    check(tp.round(t.half(), decimals=1), np.round(a.astype(np.float16), 1), dtype=tp.float16)
+    check(tp.round(tp.tensor([3, -4], device=device)), np.array([3, -4]), dtype=tp.int64)
+    u = t.clone()
+    u.round_(decimals=1)
+    check(u, np.round(a, 1), rtol=0, atol=0)
+    out = tp.empty(8, device=device)
+    tp.round(t, decimals=-1, out=out)
+    check(out, np.round(a, -1), rtol=0, atol=0)
+    with pytest.raises(TypeError, match="decimals must be an int, got float"):
+        t.round(decimals=1.0)
+    check(t.round(), np.round(a))
+
+
+def test_shifts(device):
+    a = np.array([1, -8, 5, 1 << 20], np.int32)
+    t = tp.tensor(a, device=device)
+    check(t << 2, a << 2, dtype=tp.int32)
+    check(t >> 1, a >> 1, dtype=tp.int32)
+    check(tp.bitwise_left_shift(t, tp.tensor([1, 2, 3, 4], dtype=tp.int32, device=device)),
+          a << np.array([1, 2, 3, 4], np.int32))
+    check(3 << tp.tensor([1, 4], device=device), np.array([6, 48]), dtype=tp.int64)
+    check(t.bitwise_right_shift(2), a >> 2)
+    u = t.clone()
+    u <<= 1
+    check(u, a << 1)
+    u >>= 2
+    check(u, (a << 1) >> 2)
+
+
+def test_integer_pow_with_negative_tensor_exponents(device):
+    base = tp.tensor([2, 1, -1, -1, 3, 0, 5], device=device)
+    exponent = tp.tensor([-1, -3, -3, -2, 2, 3, 0], device=device)
+    # PyTorch truncates: 2**-1 -> 0; only bases 1 and -1 give nonzero results
+    check(base ** exponent, np.array([0, 1, -1, 1, 9, 0, 1]), dtype=tp.int64)
+    check(2 ** exponent, np.array([0, 0, 0, 0, 4, 8, 1]), dtype=tp.int64)
+    check(base.int() ** exponent.to(tp.int8), np.array([0, 1, -1, 1, 9, 0, 1]), dtype=tp.int32)
+    check(base ** tp.tensor(-1, device=device), np.array([0, 1, -1, -1, 0, 0, 0]))
+    check(base ** 2, np.array([4, 1, 1, 1, 9, 0, 25]))
+    check(base.float() ** -1, np.array([0.5, 1, -1, -1, 1 / 3, math.inf, 0.2]))
+
+
+def test_no_numpy_warnings(device):
+    """PyTorch computes inf/nan silently; NumPy's RuntimeWarnings must not reach the user."""
+    t = tp.tensor([100.0, 0.0, -1.0], device=device)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        results = [t.exp(), t * 1e38, t / 0, t.log(), t.sqrt(), t ** 1e10, tp.tensor(
+            [60000.0], dtype=tp.float16, device=device) * 2, t.exp().sum(), (t * 1e30).std(),
+            t.exp().cumprod(0), t.exp().norm(), tp.tensor([3.0e38], device=device) + 3.0e38,
+            t % 0, t + 1e300, tp.logsumexp(t / 0, 0), tp.softmax(t.exp(), 0)]
+        if device != "cpu":   # the host refuses an integer division by zero instead
+            results += [tp.tensor([1, 2], device=device) // 0]
+        values = [r.tolist() for r in results]
+    assert values[0][0] == math.inf and math.isnan(values[3][2])
 
 
 def test_zero_dim_tensors(device):
@@ -353,6 +435,15 @@ def test_where(device):
     expected_rows, expected_cols = np.nonzero(cond)
     check(rows, expected_rows)
     check(cols, expected_cols)
+
+
+def test_tensor_where_method_takes_the_condition_first(device):
+    a, b = data(2, 3), data(2, 3)
+    cond = a > 0
+    ta, tb = tp.tensor(a, device=device), tp.tensor(b, device=device)
+    tcond = tp.tensor(cond, device=device)
+    check(ta.where(tcond, tb), np.where(cond, a, b))   # PyTorch: x.where(c, y) == where(c, x, y)
+    check(ta.where(tcond, 0.0), np.where(cond, a, 0.0))
 
 
 def test_clamp(device):

@@ -208,3 +208,38 @@ def test_iteration_gives_views(device):
     assert to_numpy(t)[0].tolist() == [-1.0, -1.0]
     with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
         iter(tp.tensor(1.0, device=device))
+
+
+@pytest.mark.parametrize("make,shape,strides", [
+    # PyTorch's unsqueeze: a new size-1 dim spans the dim it goes in front of (1 at the end)
+    (lambda a: a.unsqueeze(0), (1, 3, 4), (12, 4, 1)),
+    (lambda a: a.unsqueeze(1), (3, 1, 4), (4, 4, 1)),
+    (lambda a: a.unsqueeze(-1), (3, 4, 1), (4, 1, 1)),
+    (lambda a: a.T.unsqueeze(1), (4, 1, 3), (1, 12, 4)),
+    (lambda a: a[0].unsqueeze(0).unsqueeze(0), (1, 1, 4), (4, 4, 1)),
+    # indexing with None or a bool inserts dims as unsqueeze does, in front of the next dim
+    (lambda a: a[None], (1, 3, 4), (12, 4, 1)),
+    (lambda a: a[:, None], (3, 1, 4), (4, 4, 1)),
+    (lambda a: a[..., None], (3, 4, 1), (4, 1, 1)),
+    (lambda a: a[None, 1:2], (1, 1, 4), (12, 4, 1)),
+    (lambda a: a[0, None], (1, 4), (4, 1)),
+    (lambda a: a[None, None], (1, 1, 3, 4), (12, 12, 4, 1)),
+    (lambda a: a[True], (1, 3, 4), (12, 4, 1)),
+    # new tensors, reshapes, and views that keep a size-1 dim
+    (lambda a: tp.empty(3, 1, 4, device=a.device), (3, 1, 4), (4, 4, 1)),
+    (lambda a: a.reshape(3, 1, 4), (3, 1, 4), (4, 4, 1)),
+    (lambda a: a.view(1, 12), (1, 12), (12, 1)),
+    (lambda a: a[:, 1:2], (3, 1), (4, 1)),
+    (lambda a: a.unsqueeze(1).squeeze(1), (3, 4), (4, 1)),
+    (lambda a: a.unsqueeze(1).permute(1, 2, 0), (1, 4, 3), (4, 1, 4)),
+    # expand: 0 for repeated dims, the base's for kept ones, the next extent for new size-1 dims
+    (lambda a: a[0].expand(1, 4), (1, 4), (4, 1)),
+    (lambda a: a[0].expand(2, 1, 4), (2, 1, 4), (0, 4, 1)),
+    (lambda a: a[:, :1].expand(3, 5), (3, 5), (4, 0)),
+    (lambda a: tp.tensor(1.0, device=a.device).expand(1, 2), (1, 2), (0, 0)),
+])
+def test_size_one_dims_have_pytorch_strides(device, make, shape, strides):
+    a, _ = base(device, 3, 4)
+    t = make(a)
+    assert (t.shape, t.stride()) == (shape, strides)
+    np.testing.assert_array_equal(to_numpy(t), to_numpy(t.contiguous()))

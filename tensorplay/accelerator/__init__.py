@@ -120,7 +120,7 @@ def synchronize(device=None) -> None:
     if backend is None:
         return
     index = _device.resolve_accelerator_index(device)
-    _state.check_capture_safe("synchronize()")
+    _state.check_capture_safe("synchronize()", devices=(index,))
     backend.synchronize_device(index)
 
 

@@ -20,6 +20,14 @@ _defaults: dict[int, "Stream"] = {}
 _defaults_lock = threading.Lock()
 
 
+def wrong_kind(call: str, expected: str, value) -> TypeError:
+    """The TypeError for an argument of the wrong kind: what was expected, what was given."""
+    shown = repr(value)
+    if len(shown) > 40:
+        shown = shown[:37] + "..."
+    return TypeError(f"{call} expects {expected}, got {type(value).__name__} ({shown})")
+
+
 def default_stream(index: int) -> "Stream":
     """The public default Stream of device ``index`` (one object per device)."""
     stream = _defaults.get(index)
@@ -82,21 +90,36 @@ class Stream:
         require_accelerator().stream_synchronize(self._native)
 
     def record_event(self, event: "Event | None" = None) -> "Event":
-        """Record ``event`` (a new one if None) at the current end of this stream; return it."""
-        event = Event() if event is None else event
+        """Record ``event`` (a new one if None) at the current end of this stream; return it.
+
+        Raises:
+            TypeError: ``event`` is neither an Event nor None.
+        """
+        if event is None:
+            event = Event()
+        elif not isinstance(event, Event):
+            raise wrong_kind("Stream.record_event()", "a tensorplay Event or None", event)
         event.record(self)
         return event
 
     def wait_event(self, event: "Event") -> None:
-        """Make work queued later on this stream wait for ``event``."""
+        """Make work queued later on this stream wait for ``event``.
+
+        Raises:
+            TypeError: ``event`` is not an Event.
+        """
         if not isinstance(event, Event):
-            raise TypeError(f"wait_event() takes an Event, got {type(event).__name__}")
+            raise wrong_kind("Stream.wait_event()", "a tensorplay Event", event)
         event.wait(self)
 
     def wait_stream(self, stream: "Stream") -> None:
-        """Make work queued later on this stream wait for everything queued on ``stream``."""
+        """Make work queued later on this stream wait for everything queued on ``stream``.
+
+        Raises:
+            TypeError: ``stream`` is not a Stream.
+        """
         if not isinstance(stream, Stream):
-            raise TypeError(f"wait_stream() takes a Stream, got {type(stream).__name__}")
+            raise wrong_kind("Stream.wait_stream()", "a tensorplay Stream", stream)
         self.wait_event(stream.record_event())
 
     def __enter__(self) -> "Stream":
@@ -149,14 +172,22 @@ class Event:
         return self._native
 
     def record(self, stream: Stream | None = None) -> None:
-        """Mark the current end of ``stream`` (the current stream if None)."""
-        stream = _state.current_stream(_state.current_device_index()) if stream is None else stream
+        """Mark the current end of ``stream`` (the current stream if None).
+
+        Raises:
+            TypeError: ``stream`` is neither a Stream nor None.
+        """
+        stream = _stream_or_current(stream, "Event.record()")
         require_accelerator().event_record(self._ensure(stream.device_index), stream._native)
 
     def wait(self, stream: Stream | None = None) -> None:
         """Make later work on ``stream`` (current if None) wait for this event. A never-recorded
-        event is already complete, as in CUDA."""
-        stream = _state.current_stream(_state.current_device_index()) if stream is None else stream
+        event is already complete, as in CUDA.
+
+        Raises:
+            TypeError: ``stream`` is neither a Stream nor None.
+        """
+        stream = _stream_or_current(stream, "Event.wait()")
         if self._native is None:
             return
         require_accelerator().stream_wait_event(stream._native, self._native)
@@ -179,7 +210,15 @@ class Event:
 
     def elapsed_time(self, end_event: "Event") -> float:
         """Milliseconds from this event to ``end_event``; both need ``enable_timing=True`` and
-        must have been recorded and completed."""
+        must have been recorded and completed.
+
+        Raises:
+            TypeError: ``end_event`` is not an Event. RuntimeError: an event without timing,
+                not recorded, or not completed.
+        """
+        if not isinstance(end_event, Event):
+            raise wrong_kind("Event.elapsed_time()", "a tensorplay Event (the end event)",
+                             end_event)
         if not (self.enable_timing and end_event.enable_timing):
             raise RuntimeError("elapsed_time() needs both events created with "
                                "enable_timing=True")
@@ -190,3 +229,12 @@ class Event:
     def __repr__(self) -> str:
         where = "unrecorded" if self._native is None else f"device {self.device_index}"
         return f"<tensorplay.Event {where}>"
+
+
+def _stream_or_current(stream, call: str) -> Stream:
+    """``stream``, or this thread's current stream when None; TypeError for anything else."""
+    if stream is None:
+        return _state.current_stream(_state.current_device_index())
+    if not isinstance(stream, Stream):
+        raise wrong_kind(call, "a tensorplay Stream or None", stream)
+    return stream

@@ -20,24 +20,35 @@ What to know before capturing:
   for other threads (Note [capture-unsafe calls] in ``accelerator/_state.py``).
 - **Conditionals.** ``begin_capture_to_if_node(p)`` / ``begin_capture_to_while_node(p)`` take a
   one-element bool tensor on the capturing device. A while body repeats while ``p`` is true
-  when the body ends, so the body must update ``p``. Random ops draw fresh numbers on every
-  iteration (unlike a PyTorch graph, whose RNG offset is fixed per replay).
+  when the body ends, so the body must update ``p`` in place (``p.copy_(...)``; ``p = ...``
+  makes a new tensor the node never reads, and ``end_capture_to_conditional_node`` refuses a
+  body that never writes ``p``: Note [while predicate writes] in ``_body_writes.py``). Random
+  ops draw fresh numbers on every iteration (unlike a PyTorch graph, whose RNG offset is fixed
+  per replay).
+- **Threads.** A "global" or "thread_local" capture ends only on the thread that began it (as in
+  CUDA); ``capture_end``/``reset`` from another thread raise and leave it open. If that thread
+  exits with the capture open, the capture is discarded on its way out (Note [capture owner
+  thread] in ``_state.py``). A "relaxed" capture may end on any thread.
 - **Differences from PyTorch.** ``with g:`` discards a failed capture (the graph is as if never
   captured) and restores the caller's stream; the executable is always compiled at
-  ``capture_end``.
+  ``capture_end``; the captured graph is always kept, so ``debug_dump`` works after any capture.
 """
 
 from __future__ import annotations
 
 import gc
 import itertools
+import os
 import threading
+import weakref
 
 from .. import _device, _random
+from .._dispatch import body_watchers as _body_watchers
 from .._staging import plan_staging
 from ..backends import require_accelerator
 from . import _state
-from ._streams import Stream
+from ._body_writes import WhileBodyWatch
+from ._streams import Stream, wrong_kind
 
 __all__ = ["Graph", "graph_pool_handle", "is_current_stream_capturing"]
 
@@ -81,9 +92,8 @@ class Graph:
     """Capture/replay graph on the current accelerator device.
 
     Args:
-        keep_graph: keep the captured graph after instantiation (``debug_dump`` needs it; so
-            does ``enable_debug_mode()``). The executable is compiled at ``capture_end`` either
-            way.
+        keep_graph: accepted for generic code: the captured graph is always kept (for
+            :meth:`debug_dump`), and the executable is compiled at ``capture_end``.
         pool: None captures into a fresh private pool; otherwise a pool id from
             :func:`graph_pool_handle`, another Graph, or another graph's ``pool_id`` shares it.
         capture_error_mode: "global" fails the capture on unsafe calls anywhere in the process,
@@ -95,7 +105,8 @@ class Graph:
 
     .. warning:: The next replay overwrites every tensor the graph produced; replays of graphs
        sharing a pool must follow capture order; ``reset()`` releases the pool reference but
-       never frees memory that a live tensor still uses.
+       never frees memory that a live tensor still uses. Captures do not nest on one stream:
+       ``with h:`` inside ``with g:`` raises (capture the graphs one after the other).
     """
 
     def __init__(self, keep_graph: bool = False, *, pool=None,
@@ -114,7 +125,10 @@ class Graph:
         self._capture_stream: Stream | None = None
         self._previous_stream: Stream | None = None
         self._record: _state.CaptureRecord | None = None
-        self._bodies: list[tuple[Stream, Stream]] = []
+        self._refusal: str | None = None          # why capture_end must discard the capture
+        self._discarded_because: str | None = None
+        # open conditional bodies, innermost last: (body stream, parent stream, while watch)
+        self._bodies: list[tuple[Stream, Stream, WhileBodyWatch | None]] = []
         self._context_streams: list[Stream] = []
         self._staging_plan = None
 
@@ -145,7 +159,17 @@ class Graph:
 
     # -- capture ----------------------------------------------------------------------------
     def enable_debug_mode(self) -> None:
-        """Keep the captured graph with full node attributes for :meth:`debug_dump`."""
+        """Make :meth:`debug_dump` write every node's attributes (kernel names, sizes,
+        conditional bodies). Call it before the capture.
+
+        Raises:
+            RuntimeError: the graph has already captured (call it before ``capture_begin()`` /
+                ``with g:``, or ``reset()`` and capture again).
+        """
+        if self._exec is not None:
+            raise RuntimeError("enable_debug_mode() comes too late: this graph has already "
+                               "captured. Call it before capture_begin() / with g:, or reset() "
+                               "the graph and capture again")
         self._debug = True
 
     def capture_begin(self, pool=_UNSET, capture_error_mode=_UNSET, stream=None) -> None:
@@ -153,8 +177,9 @@ class Graph:
         ``capture_end``) with the stored settings, or with the ones given here.
 
         Raises:
-            RuntimeError: already capturing or captured (call ``reset()``), or the stream is a
-                default stream (capture needs a side stream; ``with g:`` provides one).
+            RuntimeError: already capturing or captured (call ``reset()``), the stream is a
+                default stream (capture needs a side stream; ``with g:`` provides one), or it
+                already captures into another graph (captures do not nest on one stream).
         """
         if self._record is not None:
             raise RuntimeError("capture_begin: this graph is already capturing")
@@ -173,6 +198,8 @@ class Graph:
         if getattr(stream._native, "is_default", False):
             raise RuntimeError(f"cannot capture on the default stream of {stream.device}; "
                                f"capture needs a side stream (with Graph(): provides one)")
+        if self._backend.is_capturing(stream._native):
+            raise RuntimeError(_nested_capture_message("capture_begin", stream.device))
         _random.generator_for(_device.device(self._backend.device_type, index)).state()
         pool_id = self.pool()
         allocator = _allocator(index)
@@ -187,19 +214,33 @@ class Graph:
         self._pool_id, self._device_index, self._capture_stream = pool_id, index, stream
         self._previous_stream = _state.current_stream(index)
         _state.set_current_stream(stream)
-        self._record = _state.CaptureRecord(stream._native, index, self._mode)
+        on_exit = None if self._mode == "relaxed" else \
+            weakref.WeakMethod(self._discard_after_thread_exit)
+        self._record = _state.CaptureRecord(stream._native, index, self._mode, on_exit)
+        self._refusal = self._discarded_because = None
         _state.register_capture(self._record)
 
     def capture_end(self) -> None:
         """End capture and compile the executable (paid here, not on first replay).
 
+        The caller's stream is restored on the thread that began the capture; a "relaxed"
+        capture ended from another thread leaves that thread's current stream as it is
+        (current streams are per thread).
+
         Raises:
-            RuntimeError: not capturing; a conditional body is still open; or the capture was
-                invalidated (then the graph is as if never captured).
+            RuntimeError: not capturing; called on another thread than the one that began a
+                "global" or "thread_local" capture (the capture stays open: end it on that
+                thread); a conditional body is still open; or the capture was invalidated
+                (then the graph is as if never captured).
         """
         if self._record is None:
+            if self._discarded_because is not None:
+                reason, self._discarded_because = self._discarded_because, None
+                raise RuntimeError(f"capture_end: this graph is not capturing: its capture was "
+                                   f"discarded because {reason}; capture again")
             raise RuntimeError("capture_end: this graph is not capturing (call capture_begin "
                                "first)")
+        self._check_owner_thread("capture_end")
         if self._bodies:
             raise RuntimeError(f"capture_end: {len(self._bodies)} conditional body(ies) still "
                                f"open; call end_capture_to_conditional_node() first")
@@ -210,12 +251,14 @@ class Graph:
             self._abandon()
             raise
         self._finish_capture()
-        if record.invalidated_by is not None:
+        if record.invalidated_by is not None or self._refusal is not None:
             self._backend.graph_destroy(native_graph, None)
             self._release_pool()
-            raise RuntimeError(f"capture_end: the capture was invalidated by "
-                               f"{record.invalidated_by} (a capture-unsafe call under "
-                               f"capture_error_mode={record.mode!r}); nothing was captured")
+            why = self._refusal or (f"{record.invalidated_by} (a capture-unsafe call under "
+                                    f"capture_error_mode={record.mode!r})")
+            self._refusal = None
+            raise RuntimeError(f"capture_end: the capture was invalidated by {why}; nothing "
+                               f"was captured")
         try:
             self._exec = self._backend.instantiate(native_graph)
             self._launch, self._launch_ok, self._launch_failed = \
@@ -224,17 +267,31 @@ class Graph:
             self._backend.graph_destroy(native_graph, None)
             self._release_pool()
             raise
-        if self._keep_graph or self._debug:
-            self._native_graph = native_graph
-        else:
-            self._backend.graph_destroy(native_graph, None)
+        # Kept on every backend (cuda keeps it alive for the executable anyway: Note [fused
+        # staging]), so a plain debug_dump works after any capture.
+        self._native_graph = native_graph
 
-    def _finish_capture(self) -> None:
-        """Stop routing allocations to the pool and restore the caller's stream."""
-        _state.unregister_capture(self._record)
+    def _check_owner_thread(self, call: str) -> None:
+        """Refuse, before touching anything, to end a capture only another thread may end
+        (Note [capture owner thread] in ``_state.py``)."""
+        record = self._record
+        if record.owned_elsewhere():
+            raise RuntimeError(
+                f"{call}: this graph's capture was begun on thread {record.thread_name!r} with "
+                f"capture_error_mode={record.mode!r}, and only that thread may end it (as in "
+                f"CUDA); it is still capturing, untouched. Call capture_end() (or reset() to "
+                f"discard it) on that thread, or capture with capture_error_mode='relaxed' to "
+                f"end it from another thread")
+
+    def _finish_capture(self, restore_stream: bool = True) -> None:
+        """Stop routing allocations to the pool and restore the caller's stream (on the thread
+        that began the capture: the current stream is per thread)."""
+        record = self._record
+        _state.unregister_capture(record)
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id,
                                                             self._capture_stream._native)
-        _state.set_current_stream(self._previous_stream)
+        if restore_stream and record.thread_id == threading.get_ident():
+            _state.set_current_stream(self._previous_stream)
         self._record = None
 
     def _release_pool(self) -> None:
@@ -242,11 +299,13 @@ class Graph:
             _allocator(self._device_index).release_pool(self._pool_id)
         self._pool_id = None
 
-    def _abandon(self) -> None:
-        """Discard an open capture: close bodies, end the native capture, drop everything."""
+    def _abandon(self, restore_stream: bool = True) -> None:
+        """Discard an open capture: close bodies, end the native capture, drop everything.
+        Callers have checked the thread (:meth:`_check_owner_thread`)."""
         backend = self._backend
         while self._bodies:
-            body, parent = self._bodies.pop()
+            body, _, _ = self._bodies.pop()
+            _body_watchers.pop(body._native, None)
             try:
                 backend.end_conditional(body._native)
             except Exception:  # noqa: BLE001 - discarding; the original error matters
@@ -258,9 +317,20 @@ class Graph:
                 native_graph = backend.capture_end(self._capture_stream._native)
             except Exception:  # noqa: BLE001
                 native_graph = None
-        self._finish_capture()
+        self._finish_capture(restore_stream)
+        self._refusal = None
         backend.graph_destroy(native_graph, None)
         self._release_pool()
+
+    def _discard_after_thread_exit(self) -> None:
+        """Run by the exiting thread that began the capture (Note [capture owner thread])."""
+        record = self._record
+        if record is None or record.thread_id != threading.get_ident():
+            return
+        # The thread's current streams are being torn down: nothing to restore.
+        self._abandon(restore_stream=False)
+        self._discarded_because = (f"the thread that began it ({record.thread_name!r}) exited "
+                                   f"before capture_end()")
 
     # -- conditional nodes ------------------------------------------------------------------
     def _check_predicate(self, scalar_pred, call: str):
@@ -289,9 +359,19 @@ class Graph:
         body_native = self._backend.begin_conditional(parent._native, kind, predicate)
         body = Stream._wrap(body_native, self._device_index)
         _allocator(self._device_index).begin_allocate_to_pool(self._pool_id, body_native)
-        self._bodies.append((body, parent))
+        watch = WhileBodyWatch(predicate) if kind == "while" else None
+        self._bodies.append((body, parent, watch))
         self._record.body_streams.append(body_native)
+        if any(entry[2] is not None for entry in self._bodies):
+            _body_watchers[body_native] = self._note_body_work
         _state.set_current_stream(body)
+
+    def _note_body_work(self, kernel) -> None:
+        """Note [while predicate writes]: ``kernel`` (None: a graph launch) was recorded into
+        a body; every open while body of this graph may have been written by it."""
+        for _, _, watch in self._bodies:
+            if watch is not None:
+                watch.note(kernel, self._backend)
 
     def begin_capture_to_if_node(self, scalar_pred) -> None:
         """Inside an open capture, gate the following work on an if node.
@@ -315,18 +395,38 @@ class Graph:
         if not self._bodies:
             raise RuntimeError("set_conditional_handle_for_current_node: no conditional node is "
                                "open")
-        self._backend.set_conditional(self._bodies[-1][0]._native, predicate)
+        body, _, watch = self._bodies[-1]
+        self._backend.set_conditional(body._native, predicate)
+        if watch is not None:
+            watch.predicate = predicate   # the predicate the while node re-reads from now on
 
     def end_capture_to_conditional_node(self) -> None:
-        """Close the open conditional body; capture continues on the parent stream."""
+        """Close the open conditional body; capture continues on the parent stream.
+
+        Raises:
+            RuntimeError: no body is open; or a while body never writes its predicate (Note
+                [while predicate writes]): the loop could never end. The body is closed and the
+                capture invalidated (``capture_end`` raises; ``with g:`` discards it).
+        """
         if not self._bodies:
             raise RuntimeError("end_capture_to_conditional_node: no conditional node is open "
                                "(unbalanced with begin_capture_to_if_node/while_node)")
-        body, parent = self._bodies.pop()
+        body, parent, watch = self._bodies.pop()
+        _body_watchers.pop(body._native, None)
         self._record.body_streams.remove(body._native)
         self._backend.end_conditional(body._native)
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id, body._native)
         _state.set_current_stream(parent)
+        if watch is not None and self._record.invalidated_by is None and \
+                not watch.may_write_predicate(self._backend):
+            self._refusal = ("a while body that never writes its predicate "
+                             "(end_capture_to_conditional_node)")
+            raise RuntimeError(
+                "end_capture_to_conditional_node: the while body never writes its predicate, "
+                "so once the loop starts it never ends. Update the predicate in place inside "
+                "the body, e.g. flag.copy_(counter < 5) rather than flag = counter < 5 (which "
+                "binds the name to a new tensor the while node never reads). The capture is "
+                "invalidated")
 
     # -- running ----------------------------------------------------------------------------
     def instantiate(self) -> None:
@@ -344,53 +444,93 @@ class Graph:
         Args:
             stream: launch on this explicit stream instead of querying the current one — shaves
                 a thread-local lookup off hot loops pinned to one stream.
+
+        Raises:
+            RuntimeError: nothing captured. TypeError: ``stream`` is not a Stream.
+            ValueError: ``stream`` is on another device than the graph.
         """
         launch = self._launch
         if launch is None:
             raise RuntimeError("replay: nothing captured yet (capture first, or after reset())")
         if stream is None:
             stream = _state.current_stream(self._device_index)
-        elif stream.device_index != self._device_index:
-            raise ValueError(f"replay: the graph was captured on device {self._device_index}, "
-                             f"the stream is on {stream.device}")
+        else:
+            try:   # free unless it raises: the type is checked only on the way out
+                same_device = stream.device_index == self._device_index and \
+                    stream._handle is not None
+            except AttributeError:
+                same_device = False
+            if not same_device:
+                self._refuse_replay_stream(stream)
         if self._staged:
             self._backend.unstage(self._exec)
             self._staged = False
         result = launch(stream._handle)
         if result[0] is not self._launch_ok:
             self._launch_failed(result, stream._native)
+        if _body_watchers:   # replayed inside a while body: Note [while predicate writes]
+            _note_graph_launch(stream._native)
 
-    def stage_and_launch(self, static_inputs, inputs) -> None:
+    def _refuse_replay_stream(self, stream) -> None:
+        if not isinstance(stream, Stream):
+            raise wrong_kind("Graph.replay(stream=...)", "a tensorplay Stream or None", stream)
+        raise ValueError(f"replay: the graph was captured on device {self._device_index}, the "
+                         f"stream is on {stream.device}")
+
+    def stage_and_launch(self, static_inputs, inputs, *, _write_back=()) -> None:
         """Stage every input onto its static buffer and replay, in one call.
 
         Args:
-            static_inputs: buffers captured by the graph (kept alive by the caller).
-            inputs: fresh tensors whose contents overwrite the matching static buffer this
-                iteration. Contiguous same-dtype, same-shape, same-device pairs take a raw
-                device-to-device copy fused with the launch; anything else falls back to full
-                ``copy_`` semantics (broadcasting, casting, other devices) before the launch.
+            static_inputs: a list (or tuple) of the buffers captured by the graph (kept alive by
+                the caller).
+            inputs: a list (or tuple) of fresh tensors whose contents overwrite the matching
+                static buffer this iteration. Contiguous same-dtype, same-shape, same-device
+                pairs take a raw device-to-device copy fused with the launch; anything else
+                falls back to full ``copy_`` semantics (broadcasting, casting, other devices)
+                before the launch.
 
         Raises:
             ValueError: lengths differ, or a pair cannot be copied (naming the index).
-            TypeError: a non-Tensor in either sequence.
+            TypeError: either argument is not a list or tuple, or holds a non-Tensor.
         """
+        # _write_back (tensorplay.compile): indices of the pairs whose static buffer is copied
+        # back into the input after the graph ran, fused with the end of the launch when fast.
         exe = self._exec
         if exe is None:
             raise RuntimeError("stage_and_launch: nothing captured yet")
         native = _state.current_native_stream(self._device_index)
-        copies, self._staging_plan = plan_staging(static_inputs, inputs, self._device_index,
-                                                  self._backend, self._staging_plan)
-        self._backend.stage_and_launch(exe, native, copies)
-        self._staged = bool(copies)
+        copies, copies_out, slow_out, self._staging_plan = plan_staging(
+            static_inputs, inputs, self._device_index, self._backend, self._staging_plan,
+            _write_back)
+        self._staged = True   # a launch that fails may leave the staging nodes set
+        self._backend.stage_and_launch(exe, native, copies, copies_out)
+        if _body_watchers:   # Note [while predicate writes]
+            _note_graph_launch(native)
+        self._staged = bool(copies or copies_out)
+        for index in slow_out:
+            inputs[index].copy_(static_inputs[index])
 
     def reset(self) -> None:
         """Destroy the executable and release the pool reference.
 
         Tensors allocated during the capture keep their memory until they are freed; the pool
-        is returned to the device only when no graph and no tensor needs it.
+        is returned to the device only when no graph and no tensor needs it. A capture still
+        open from ``capture_begin()`` is discarded.
+
+        Raises:
+            RuntimeError: inside ``with g:`` (leave the block first; the capture is left open
+                and usable), or called on another thread than the one that began a "global"
+                or "thread_local" capture (Note [capture owner thread]; the capture is left
+                open).
         """
+        if self._context_streams:
+            raise RuntimeError("reset: this graph is capturing inside its `with g:` block; "
+                               "reset() after the block ends (an exception leaving the block "
+                               "discards the capture). The capture continues")
         if self._record is not None:
+            self._check_owner_thread("reset")
             self._abandon()
+        self._discarded_because = None
         self._backend.graph_destroy(self._native_graph, self._exec)
         self._native_graph = self._exec = self._launch = None
         self._staged = False
@@ -398,28 +538,34 @@ class Graph:
         self._pool_arg = None if not isinstance(self._pool_arg, tuple) else self._pool_arg
         self._staging_plan = None
 
-    def debug_dump(self, path) -> None:
+    def debug_dump(self, path: "str | os.PathLike") -> None:
         """Write a Graphviz DOT rendering of the captured graph to ``path``.
 
-        Call :meth:`enable_debug_mode` before capturing for a dump with full node attributes.
+        Works after any capture; call :meth:`enable_debug_mode` before capturing for a dump
+        with every node's attributes.
 
         Raises:
-            RuntimeError: nothing captured, or the graph was not kept (``keep_graph=False``
-                without debug mode).
+            TypeError: ``path`` is not a ``str`` or ``os.PathLike``.
+            RuntimeError: nothing captured (or the graph was reset).
         """
+        if not isinstance(path, (str, os.PathLike)):
+            raise wrong_kind("debug_dump()", "a path (str or os.PathLike)", path)
         if self._native_graph is None:
-            raise RuntimeError("debug_dump: no captured graph is kept; call enable_debug_mode() "
-                               "(or create Graph(keep_graph=True)) before capturing")
-        self._backend.graph_to_dot(self._native_graph, str(path), self._debug)
+            raise RuntimeError("debug_dump: nothing captured yet (capture first, or after "
+                               "reset())")
+        self._backend.graph_to_dot(self._native_graph, os.fsdecode(os.fspath(path)),
+                                   self._debug)
 
     # -- context manager --------------------------------------------------------------------
     def __enter__(self) -> "Graph":
         from . import synchronize
 
         index = _state.current_device_index()
+        caller = _state.current_stream(index)
+        if self._backend.is_capturing(caller._native):
+            raise RuntimeError(_nested_capture_message("with Graph()", caller.device))
         synchronize(index)
         gc.collect()
-        caller = _state.current_stream(index)
         side = _side_stream(index)
         side.wait_stream(caller)
         side.__enter__()
@@ -450,8 +596,14 @@ class Graph:
 
     def __del__(self):
         try:
-            if self._record is not None:
-                self._abandon()   # a capture left open (its thread died mid-capture)
+            record = self._record
+            if record is not None and record.owned_elsewhere():
+                # Only its own thread may end it: keep this graph alive (resurrected) for that
+                # thread's exit hook (Note [capture owner thread]).
+                record.on_thread_exit = lambda graph=self: graph._discard_after_thread_exit
+                return
+            if record is not None:
+                self._abandon()   # a capture left open by a graph nobody holds any more
             if self._exec is not None or self._pool_id is not None:
                 self.reset()
         except Exception:  # noqa: BLE001 - interpreter shutdown
@@ -465,6 +617,22 @@ class Graph:
         else:
             state = "empty"
         return f"<tensorplay.accelerator.Graph {state}, pool={self.pool()}>"
+
+
+def _note_graph_launch(native_stream) -> None:
+    """A graph launched into an open body: what it writes cannot be seen (Note [while predicate
+    writes])."""
+    watcher = _body_watchers.get(native_stream)
+    if watcher is not None:
+        watcher(None)
+
+
+def _nested_capture_message(call: str, device) -> str:
+    return (f"{call}: nested capture on one stream is not supported: this thread's current "
+            f"stream on {device} is already capturing into another graph (an enclosing "
+            f"`with g:` or capture_begin()). End that capture first and capture this graph "
+            f"after it, or record this work into the enclosing graph; the enclosing capture "
+            f"is unaffected")
 
 
 _side_streams: dict[tuple[int, int], Stream] = {}

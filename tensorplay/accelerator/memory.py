@@ -19,6 +19,7 @@ from typing import Any
 
 from .. import _device
 from ..backends import accelerator_backend, require_accelerator
+from . import _state
 
 __all__ = ["empty_cache", "empty_host_cache", "get_memory_info", "max_memory_allocated",
            "max_memory_reserved", "memory_allocated", "memory_reserved", "memory_stats",
@@ -35,13 +36,19 @@ def empty_cache() -> None:
     """Release every cached, unused block of every device back to the device (no-op host-only).
 
     .. note:: Like ``torch.cuda.empty_cache``, this waits for the device before releasing.
+
+    Raises:
+        RuntimeError: while any stream of a device captures: waiting for the device is a
+            capture-unsafe call (the capture is invalidated; see ``Graph``).
     """
     backend = accelerator_backend()
     if backend is None:
         return
     from .._allocator import device_allocator
 
-    for index in range(backend.device_count()):
+    indices = range(backend.device_count())
+    _state.check_capture_safe("empty_cache()", devices=indices)
+    for index in indices:
         device_allocator(index).empty_cache()
 
 

@@ -17,8 +17,10 @@ uniforms on cpu, sim and cuda.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 
 from .. import _device, _random
+from .._tensor import Tensor
 from ..backends import require_accelerator
 
 __all__ = ["get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all",
@@ -47,28 +49,53 @@ def get_rng_state_all() -> list:
 
 
 def set_rng_state(new_state, device=None) -> None:
-    """Restore a state that :func:`get_rng_state` returned."""
+    """Restore a state that :func:`get_rng_state` returned.
+
+    Raises:
+        TypeError: ``new_state`` is not a Tensor. ValueError: not the 16 uint8 bytes of a state.
+    """
     _generator(device).set_state(new_state)
 
 
 def set_rng_state_all(new_states) -> None:
-    """Restore every device's state from a sequence, in device order."""
+    """Restore every device's state from a sequence of uint8 state tensors, one per device in
+    device order (what :func:`get_rng_state_all` returns). Every state is checked before any
+    is restored.
+
+    Raises:
+        TypeError: ``new_states`` is not a sequence of state tensors (a single Tensor included).
+        ValueError: not one state per device, or a state of the wrong size.
+    """
     generators = _all_generators()
+    if isinstance(new_states, (Tensor, str, bytes)) or not isinstance(new_states, Iterable):
+        what = (f"a single Tensor of shape {new_states.shape}; put one state per device in a "
+                f"list" if isinstance(new_states, Tensor)
+                else f"{type(new_states).__name__} {new_states!r}")
+        raise TypeError(f"set_rng_state_all() expects a sequence of uint8 state tensors "
+                        f"(ByteTensors), one per device, as get_rng_state_all() returns; got "
+                        f"{what}")
     new_states = list(new_states)
     if len(new_states) != len(generators):
         raise ValueError(f"set_rng_state_all() needs {len(generators)} states (one per device), "
                          f"got {len(new_states)}")
-    for generator, state in zip(generators, new_states):
-        generator.set_state(state)
+    words = [_random.state_words(state, f"set_rng_state_all() (state {i})")
+             for i, state in enumerate(new_states)]
+    for generator, state_words in zip(generators, words):
+        generator.load_words(state_words)
 
 
 def manual_seed(seed) -> None:
-    """Seed the generator of the current device."""
+    """Seed the generator of the current device with an int or an integral float (``2.0``).
+
+    Raises:
+        TypeError: another type, or a float with a fractional part. RuntimeError: a seed
+            outside ``[-2**63, 2**64)``.
+    """
     _generator(None).manual_seed(seed)
 
 
 def manual_seed_all(seed) -> None:
-    """Seed the generator of every device."""
+    """Seed the generator of every device (``seed`` as in :func:`manual_seed`)."""
     for generator in _all_generators():
         generator.manual_seed(seed)
 

@@ -36,9 +36,11 @@ from __future__ import annotations
 
 import importlib
 import os
-from typing import Any, Callable, Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
-__all__ = ["Backend", "accelerator_backend", "host_backend", "backend_for", "require_accelerator",
+__all__ = ["Backend", "accelerator_backend", "backend_for", "host_backend", "host_only_reason",
+           "no_accelerator_advice", "requested_accelerator", "require_accelerator",
            "selection_report"]
 
 Kernel = Callable[[], None]
@@ -178,10 +180,11 @@ class Backend(Protocol):
     def unstage(self, executable: Any) -> None:
         """Make the executable's next launch copy nothing (after a ``stage_and_launch``)."""
 
-    def stage_and_launch(self, executable: Any, stream: Any,
-                         copies: list[tuple[int, int, int]]) -> None:
-        """Copy each ``(dst_ptr, src_ptr, nbytes)`` device-to-device, then launch, all in stream
-        order, in as few native calls as the backend can."""
+    def stage_and_launch(self, executable: Any, stream: Any, copies: list[tuple[int, int, int]],
+                         copies_out: list[tuple[int, int, int]] = ()) -> None:
+        """Copy each ``(dst_ptr, src_ptr, nbytes)`` of ``copies`` device-to-device, launch, then
+        copy each of ``copies_out``, all in stream order, in as few native calls as the backend
+        can (Note [fused staging] in ``cuda/_stage_node.py``)."""
 
     def graph_destroy(self, graph: Any, executable: Any) -> None:
         """Free the native graph and executable (either may be None)."""
@@ -211,22 +214,25 @@ def _load(name: str) -> Backend:
 
 
 def _select() -> None:
-    """Choose the backends once, at import. The only reader of TENSORPLAY_ACCELERATOR."""
+    """Choose the backends once, at import. The only reader of TENSORPLAY_ACCELERATOR.
+
+    A typo in the variable raises here. An accelerator that was asked for (or, unset, ``cuda``)
+    but whose ``create_backend`` fails (``ImportError`` when its runtime does not import) leaves a
+    host-only build that keeps the reason: ``selection_report`` shows it and every accelerator
+    call raises with it (``require_accelerator``), so ``python -m tensorplay info`` can say why.
+    """
     _selection.host = _load("host")
     requested = os.environ.get(_ENV, "").strip().lower()
     _selection.requested = requested or "auto"
-    if requested in ("", "auto"):
-        try:
-            _selection.accelerator = _load("cuda")
-        except Exception as exc:  # noqa: BLE001 - kept and shown by require_accelerator
-            _selection.failure = exc
-        return
     if requested == "none":
         return
-    if requested not in _ACCELERATORS:
+    if requested not in ("", "auto", *_ACCELERATORS):
         valid = ", ".join(repr(n) for n in (*_ACCELERATORS, "none"))
         raise ValueError(f"{_ENV}={requested!r} is not a known accelerator; valid values: {valid}")
-    _selection.accelerator = _load(requested)
+    try:
+        _selection.accelerator = _load(requested if requested in _ACCELERATORS else "cuda")
+    except Exception as exc:  # noqa: BLE001 - kept and shown by selection_report / require_*
+        _selection.failure = exc
 
 
 def host_backend() -> Backend:
@@ -246,27 +252,49 @@ def backend_for(device_type: str) -> Backend:
     return _selection.accelerator
 
 
+def requested_accelerator() -> str:
+    """What ``TENSORPLAY_ACCELERATOR`` asked for at import: ``"auto"`` (unset), ``"none"``, or an
+    accelerator name (which may have failed to import: see :func:`selection_report`)."""
+    return _selection.requested
+
+
+def host_only_reason() -> str:
+    """Why no accelerator was built, as a sentence without its final stop ("" when one was)."""
+    if _selection.accelerator is not None:
+        return ""
+    if _selection.failure is not None:
+        asked = ("" if _selection.requested == "auto"
+                 else f"{_ENV}={_selection.requested} was set, but ")
+        return (f"{asked}the {_selection.requested if asked else 'cuda'} backend did not "
+                f"import: {type(_selection.failure).__name__}: {_selection.failure}")
+    if _selection.requested == "none":
+        return f"{_ENV}=none was set"
+    return ""
+
+
 def selection_report() -> str:
     """One line: which accelerator was selected, or why none was."""
     if _selection.accelerator is not None:
         return _selection.accelerator.name
-    if _selection.failure is not None:
-        return (f"none (host-only build: the cuda backend did not import: "
-                f"{type(_selection.failure).__name__}: {_selection.failure})")
-    return "none (host-only build)"
+    why = host_only_reason()
+    return f"none (host-only build: {why})" if why else "none (host-only build)"
+
+
+def no_accelerator_advice() -> str:
+    """Why this build is host-only and how to get an accelerator, for error messages: names
+    ``TENSORPLAY_ACCELERATOR=sim`` (the simulated accelerator, no GPU needed)."""
+    sim = f"set {_ENV}=sim before importing tensorplay for the simulated accelerator."
+    why = host_only_reason()
+    if _selection.failure is not None:   # its message says how to install what is missing
+        return f"{why[0].upper()}{why[1:]}. Without a GPU, {sim}"
+    return ((f"{why}. " if why else "") + "Install the CUDA extra (pip install "
+            f"'tensorplay[cuda]') on a machine with an NVIDIA GPU, or {sim}")
 
 
 def require_accelerator() -> Backend:
-    """The accelerator backend, or RuntimeError saying that none was built and how to get one."""
+    """The accelerator backend, or RuntimeError saying that none was built, why, and how to get
+    one (``TENSORPLAY_ACCELERATOR=sim`` for the simulated accelerator)."""
     if _selection.accelerator is not None:
         return _selection.accelerator
-    reason = ""
-    if _selection.failure is not None:
-        reason = (f" The cuda backend failed to import: {type(_selection.failure).__name__}: "
-                  f"{_selection.failure}.")
-    elif _selection.requested == "none":
-        reason = f" {_ENV}=none was set."
-    raise RuntimeError(
-        "no accelerator was built: tensorplay is running host-only." + reason +
-        " Install the CUDA extra (pip install 'tensorplay[cuda]') on a machine with an NVIDIA "
-        f"GPU, or set {_ENV}=sim before importing tensorplay for the simulated accelerator.")
+    raise RuntimeError("no accelerator was built: tensorplay is running host-only. "
+                       + no_accelerator_advice())

@@ -22,8 +22,8 @@ from typing import Any, Callable
 import numpy as np
 
 __all__ = ["SimGraph", "SimExecutable", "Capture", "NodeFailure", "KernelNode", "MemcpyNode",
-           "HostCopyNode", "GraphNode", "EventNode", "ConditionalNode", "SetConditionalNode",
-           "run_nodes", "to_dot", "WHILE_ITERATION_LIMIT"]
+           "HostCopyNode", "StageNode", "GraphNode", "EventNode", "ConditionalNode",
+           "SetConditionalNode", "run_nodes", "to_dot", "WHILE_ITERATION_LIMIT"]
 
 #: A while node that has run this many iterations with its handle still true raises (a replay
 #: that never ends would hang the host; on a GPU it hangs the device). Tests lower it.
@@ -51,11 +51,15 @@ class SimGraph:
 
 class SimExecutable:
     """An instantiated graph. It keeps its own node list, so destroying the graph leaves it
-    launchable (as ``cudaGraphExec_t`` outlives ``cudaGraph_t``)."""
+    launchable (as ``cudaGraphExec_t`` outlives ``cudaGraph_t``), between the two staging nodes
+    of Note [fused staging] (``cuda/_stage_node.py``): ``stage_in`` runs before the nodes and
+    ``stage_out`` after them, each copying what the latest ``stage_and_launch`` set (nothing
+    until then, and after ``unstage``)."""
 
     def __init__(self, graph: SimGraph):
         self.device_index = graph.device_index
         self.nodes = tuple(graph.nodes)
+        self.stage_in = self.stage_out = StageNode()
         self.destroyed = False
 
     def __repr__(self) -> str:
@@ -146,18 +150,40 @@ class HostCopyNode:
                 f"dtype={self.array.dtype}"]
 
 
+class StageNode:
+    """A staging node of an executable: ``copies`` (MemcpyNodes) run in order. Never changed
+    once made: staging anew replaces the executable's node, so a launch already queued keeps the
+    copies it was given, as CUDA applies new node parameters to later launches only."""
+
+    kind = "stage"
+
+    def __init__(self, copies=()):
+        self.copies = tuple(copies)
+        self.name = "stage"
+
+    def run(self, copy_bytes: CopyBytes, condition) -> None:
+        run_nodes(self.copies, copy_bytes, condition)
+
+    def details(self) -> list[str]:
+        return [f"copies={len(self.copies)}"]
+
+
 class GraphNode:
-    """A launch of an executable: on a stream it is one queue item, in a capture a child graph."""
+    """A launch of an executable: on a stream it is one queue item, in a capture a child graph.
+    It takes the executable's staging nodes as they stand at the launch."""
 
     kind = "graph"
 
     def __init__(self, executable: SimExecutable):
         self.nodes = executable.nodes
+        self.stage_in, self.stage_out = executable.stage_in, executable.stage_out
         self.name = "graph"
 
     def run(self, copy_bytes: CopyBytes, condition) -> None:
         # A child graph has no handle of its own parent's conditional: start fresh.
+        self.stage_in.run(copy_bytes, None)
         run_nodes(self.nodes, copy_bytes, None)
+        self.stage_out.run(copy_bytes, None)
 
     def details(self) -> list[str]:
         return [f"nodes={len(self.nodes)}"]
@@ -200,9 +226,11 @@ class ConditionalNode:
         while state.handle:
             if iterations >= WHILE_ITERATION_LIMIT:
                 raise NodeFailure(
-                    f"while node (predicate at 0x{self.predicate_ptr:x}) ran {iterations:,} "
-                    f"iterations and its predicate never became false; the body must make the "
-                    f"predicate false (or set_conditional a predicate that becomes false)")
+                    f"a while loop of a replayed graph (begin_capture_to_while_node) ran "
+                    f"{iterations:,} iterations and its predicate never became false. The body "
+                    f"must write the predicate in place until it is false, e.g. "
+                    f"flag.copy_(counter < limit), or hand a predicate that becomes false to "
+                    f"set_conditional_handle_for_current_node()")
             run_nodes(self.body, copy_bytes, state)
             iterations += 1
             state.set(state.predicate)
@@ -224,7 +252,8 @@ class SetConditionalNode:
 
     def run(self, copy_bytes: CopyBytes, condition) -> None:
         if condition is None:
-            raise NodeFailure("set_conditional ran outside a conditional body")
+            raise NodeFailure("set_conditional_handle_for_current_node() ran outside a "
+                              "conditional body")
         condition.set(self.predicate)
 
     def details(self) -> list[str]:

@@ -4,12 +4,15 @@ Everything here mirrors a CUDA rule a reviewer can check (see ``tensorplay.backe
 
 - **Memory.** Each device has a byte limit. ``malloc`` hands out a fresh ``uint8`` segment at a
   fake device address (device ``d`` lives at ``(d + 1) << 40``, 512-byte aligned, never reused);
-  ``as_array`` views a segment.
+  ``as_array`` views a segment. Queued work keeps no tensor's memory alive, as a kernel's raw
+  pointers do not (Note [sim queue ownership]).
 - **Streams run lazily.** A stream is a FIFO of pending items; nothing runs at launch. Work runs
   when something waits (``stream_synchronize``, ``event_synchronize``, ``to_host``,
   ``synchronize_device``) or polls (``stream_query``/``event_query`` run what they ask about,
   then answer, so a poll loop ends). A reader on another stream that did not wait on an event
-  therefore sees the *old* value, as a racy GPU program may.
+  therefore sees the *old* value, as a racy GPU program may. A launch queue is finite, as on a
+  GPU: a launch that fills a stream's queue past ``_QUEUE_DEPTH`` items first runs its oldest
+  items, so a long loop without a synchronize runs in bounded memory.
 - **Events are positions.** ``event_record`` remembers (stream, queue length); waiting on the
   event first runs that stream up to that position.
 - **Asynchronous errors.** A kernel that raises while running deferred is reported as
@@ -36,10 +39,12 @@ from __future__ import annotations
 import bisect
 import contextlib
 import ctypes
+import functools
 import itertools
 import os
 import threading
 import time
+import types
 from collections import deque
 from typing import Any
 
@@ -48,7 +53,7 @@ import numpy as np
 from .. import _dtype
 from . import _sim_graph as graph_nodes
 from ._sim_graph import (Capture, ConditionalNode, GraphNode, HostCopyNode, KernelNode, MemcpyNode,
-                         NodeFailure, SetConditionalNode, SimExecutable, SimGraph)
+                         NodeFailure, SetConditionalNode, SimExecutable, SimGraph, StageNode)
 
 __all__ = ["SimBackend", "SimStream", "SimEvent", "SimGraph", "SimExecutable", "create_backend"]
 
@@ -57,10 +62,104 @@ _ENV_MEMORY = "TENSORPLAY_SIM_MEMORY"
 _ALIGNMENT = 512
 _ADDRESS_SHIFT = 40
 _CAPTURE_MODES = ("global", "thread_local", "relaxed")
+_QUEUE_DEPTH = 1024     # items a stream queues before a launch waits for room, as on a GPU
 _ids = itertools.count()
 
 
 _LAUNCHED = (None,)
+
+
+# Note [sim queue ownership]
+# --------------------------
+# A GPU kernel takes raw pointers: a launch keeps no tensor alive, so a tensor freed while work
+# using it is still queued returns its block to the caching allocator at once, and the allocator
+# hands it out again on the same stream, where stream order makes that safe (a use on another
+# stream is the caller's to keep alive: the allocator's documented pitfall, no record_stream).
+# Sim kernels are closures over NumPy arrays whose ``base`` keeps the Allocation alive
+# (``as_array``), so a queue holding them would keep every block taken until the queue ran: an
+# eager loop grew without bound until a synchronize. So what a stream *queues* holds owner-less
+# views of the same bytes: ``_queue_item`` rebuilds a kernel (a function's closure cells, a
+# partial's arguments, and the tuples, lists and dicts directly among them) and a host copy's
+# target with raw views; whatever lies deeper keeps its owner, which only returns memory later,
+# never too early. A rebuilt container is a copy, made only when it held a device array. Nodes
+# recorded into a capture keep their arrays: a graph holds what it replays.
+
+_UNOWNED_DEPTH = 2      # levels of containers looked into inside a cell or partial argument
+
+
+def _unowned_array(array: np.ndarray) -> np.ndarray:
+    """A view of the same bytes that keeps no Allocation alive, or ``array`` itself when it
+    does not view owned sim memory."""
+    base = array.base
+    while type(base) is np.ndarray:     # a view of a view: NumPy stops collapsing at as_array's
+        base = base.base
+    segment = getattr(base, "_tensorplay_segment", None)
+    if segment is None or array.size == 0:
+        return array
+    offset = array.__array_interface__["data"][0] - ctypes.addressof(base)
+    raw = np.ndarray(array.shape, array.dtype, buffer=segment, offset=offset,
+                     strides=array.strides)
+    if not array.flags.writeable:
+        raw.flags.writeable = False
+    return raw
+
+
+def _unowned(value: Any, depth: int = _UNOWNED_DEPTH) -> Any:
+    """``value`` with the device arrays in it made owner-less (Note [sim queue ownership]);
+    ``value`` itself when nothing changed."""
+    kind = type(value)
+    if kind is np.ndarray:
+        return _unowned_array(value)
+    if depth and (kind is tuple or kind is list):
+        items = [_unowned(item, depth - 1) for item in value]
+        changed = any(new is not old for new, old in zip(items, value))
+        return kind(items) if changed else value
+    if depth and kind is dict:
+        items = {key: _unowned(item, depth - 1) for key, item in value.items()}
+        changed = any(items[key] is not item for key, item in value.items())
+        return items if changed else value
+    return value
+
+
+def _unowned_kernel(fn: Any) -> Any:
+    """``fn`` rebuilt over owner-less arrays, or ``fn`` when it holds none directly."""
+    if type(fn) is functools.partial:
+        args, keywords = _unowned(fn.args), _unowned(fn.keywords)
+        if args is fn.args and keywords is fn.keywords:
+            return fn
+        rebuilt = functools.partial(fn.func, *args, **keywords)
+    elif type(fn) is types.FunctionType and fn.__closure__:
+        cells = []
+        for cell in fn.__closure__:
+            try:
+                content = cell.cell_contents
+            except ValueError:          # an empty cell: keep it shared
+                cells.append(cell)
+                continue
+            new = _unowned(content)
+            cells.append(cell if new is content else types.CellType(new))
+        if all(new is old for new, old in zip(cells, fn.__closure__)):
+            return fn
+        rebuilt = types.FunctionType(fn.__code__, fn.__globals__, fn.__name__, fn.__defaults__,
+                                     tuple(cells))
+        rebuilt.__kwdefaults__ = fn.__kwdefaults__
+        rebuilt.__qualname__ = fn.__qualname__
+    else:
+        return fn
+    rebuilt.__dict__.update(fn.__dict__)    # __name__ of a partial, tp_attrs
+    return rebuilt
+
+
+def _queue_item(item: Any) -> Any:
+    """What a stream queues for ``item``: a kernel or host copy over owner-less arrays."""
+    kind = type(item)
+    if kind is KernelNode:
+        fn = _unowned_kernel(item.fn)
+        return item if fn is item.fn else KernelNode(fn)
+    if kind is HostCopyNode:
+        array = _unowned(item.array)
+        return item if array is item.array else HostCopyNode(array, item.data)
+    return item
 
 
 def _never_fails(result, stream) -> None:
@@ -298,9 +397,11 @@ class SimBackend:
         buffer: Any = segment
         if owner is not None:
             # A ctypes view is not an ndarray, so NumPy's base-collapsing stops at it and the
-            # owner it carries lives exactly as long as some view of this memory.
+            # owner it carries lives exactly as long as some view of this memory. The segment
+            # lets a queue hold owner-less views instead (Note [sim queue ownership]).
             buffer = (ctypes.c_uint8 * segment.nbytes).from_buffer(segment)
             buffer._tensorplay_owner = owner
+            buffer._tensorplay_segment = segment
         return np.ndarray(tuple(shape), np.dtype(numpy_dtype), buffer=buffer,
                           offset=ptr - base, strides=tuple(strides))
 
@@ -350,14 +451,17 @@ class SimBackend:
 
     def _run_stream_to(self, stream: SimStream, position: int) -> None:
         """Run ``stream``'s items in order until ``position`` have run; failures are collected
-        into ``self._errors``. The caller holds every lock."""
-        while stream._done < position and stream._queue:
-            item = stream._queue.popleft()
-            stream._done += 1   # before running, so a wait on this same stream cannot recurse
-            try:
-                item.run(self._copy_bytes, None)
-            except Exception as exc:  # noqa: BLE001 - surfaces at the sync point
-                self._errors.append((stream.device_index, exc))
+        into ``self._errors``. The caller holds every lock. NumPy's floating-point warnings
+        are off while kernels run: a GPU gives inf/nan (and an unspecified integer quotient by
+        zero) silently."""
+        with np.errstate(all="ignore"):
+            while stream._done < position and stream._queue:
+                item = stream._queue.popleft()
+                stream._done += 1   # before running, so a wait on this same stream cannot recurse
+                try:
+                    item.run(self._copy_bytes, None)
+                except Exception as exc:  # noqa: BLE001 - surfaces at the sync point
+                    self._errors.append((stream.device_index, exc))
         if not stream._queue:
             self._devices[stream.device_index].busy.discard(stream)
 
@@ -513,9 +617,19 @@ class SimBackend:
 
     # -- work ----------------------------------------------------------------------------------
     def _enqueue(self, stream: SimStream, item: Any) -> None:
-        """Append to a non-capturing stream's queue (caller holds the device lock)."""
-        stream._queue.append(item)
+        """Append to a non-capturing stream's queue (caller holds the device lock); the queue
+        holds no tensor's memory alive (Note [sim queue ownership])."""
+        stream._queue.append(_queue_item(item))
         self._devices[stream.device_index].busy.add(stream)
+
+    def _make_room(self, stream: SimStream) -> None:
+        """Run ``stream``'s oldest items until at most half of ``_QUEUE_DEPTH`` are left: a
+        launch into a full queue waits for the device, as on a GPU. A failure among them is
+        raised here, as a GPU reports an earlier kernel's error at the next call."""
+        with self._all_locks():
+            excess = len(stream._queue) - _QUEUE_DEPTH // 2
+            if excess > 0:
+                self._drain([(stream, stream._done + excess)])
 
     def _check_not_closed_body(self, stream: SimStream) -> None:
         if stream._is_body and stream._closed:
@@ -535,15 +649,21 @@ class SimBackend:
         stream's capture state only changes under every lock, so its device lock pins it."""
         with self._devices[stream.device_index].lock:
             self._check_not_closed_body(stream)
-            if not self.is_capturing(stream):
+            queued = not self.is_capturing(stream)
+            if queued:
                 self._put(stream, nodes)
-                return
+                full = len(stream._queue) > _QUEUE_DEPTH
+        if queued:
+            if full:   # after letting go of the device lock: _make_room takes every lock
+                self._make_room(stream)
+            return
         with self._all_locks():   # recording touches the capture, which may span devices
             self._check_not_closed_body(stream)
             self._put(stream, nodes)
 
     def launch(self, stream: SimStream, kernel) -> None:
-        """Queue ``kernel`` (nothing runs now), or record it into the capture."""
+        """Queue ``kernel`` (it does not run now; a full queue first runs its oldest items), or
+        record it into the capture."""
         if not callable(kernel):
             raise TypeError(f"launch needs a zero-argument callable, got {type(kernel).__name__}")
         self._submit(stream, [KernelNode(kernel)])
@@ -614,7 +734,7 @@ class SimBackend:
             if capture.mode != "relaxed" and threading.get_ident() != capture.thread:
                 raise RuntimeError(f"capture_end: a capture begun with mode {capture.mode!r} must "
                                    f"end on the thread that began it (use 'relaxed' to allow "
-                                   f"another thread)")
+                                   f"another thread); it is still capturing")
             error = capture.end_error()
             capture.finish()
             self._captures.remove(capture)
@@ -688,12 +808,14 @@ class SimBackend:
         return GraphNode(executable)
 
     def graph_launch(self, executable: SimExecutable, stream: SimStream) -> None:
-        """Queue the whole graph as one item (a child-graph node when ``stream`` captures)."""
+        """Queue the whole graph as one item (a child-graph node when ``stream`` captures); its
+        staging nodes are emptied first, as cuda disables them."""
+        self.unstage(executable)
         self._submit(stream, [self._launch_node(executable)])
 
     def launcher(self, executable: SimExecutable):
         def launch(stream: SimStream):
-            self.graph_launch(executable, stream)
+            self._submit(stream, [self._launch_node(executable)])
             return _LAUNCHED
         return launch, None, _never_fails
 
@@ -701,14 +823,23 @@ class SimBackend:
         return stream
 
     def unstage(self, executable: SimExecutable) -> None:
-        """Nothing to do: sim stages with explicit copy nodes queued before the launch."""
+        """Make the executable's next launches copy nothing (Note [fused staging])."""
+        executable.stage_in = executable.stage_out = StageNode()
 
     def stage_and_launch(self, executable: SimExecutable, stream: SimStream,
-                         copies: list[tuple[int, int, int]]) -> None:
-        """Queue every ``(dst_ptr, src_ptr, nbytes)`` copy, then the launch, in one step."""
-        launch = self._launch_node(executable)
-        nodes = [self._memcpy_node(dst, src, nbytes) for dst, src, nbytes in copies]
-        self._submit(stream, nodes + [launch])
+                         copies: list[tuple[int, int, int]],
+                         copies_out: list[tuple[int, int, int]] = ()) -> None:
+        """Make the executable's staging nodes copy every ``(dst_ptr, src_ptr, nbytes)`` of
+        ``copies`` before its nodes and of ``copies_out`` after them, then queue the launch: the
+        copies run inside it, as on cuda (Note [fused staging] in ``cuda/_stage_node.py``).
+        Addresses are checked now and again when the copies run."""
+        stage_in = StageNode([self._memcpy_node(dst, src, nbytes) for dst, src, nbytes in copies])
+        stage_out = StageNode([self._memcpy_node(dst, src, nbytes)
+                               for dst, src, nbytes in copies_out])
+        if executable.destroyed:
+            raise RuntimeError(f"stage_and_launch: {executable!r} was destroyed")
+        executable.stage_in, executable.stage_out = stage_in, stage_out
+        self._submit(stream, [self._launch_node(executable)])
 
     def graph_destroy(self, graph: SimGraph | None, executable: SimExecutable | None) -> None:
         if graph is not None:

@@ -29,7 +29,12 @@ def compile(fn=None, *, backend: str = "cudagraphs", cache_size: int = 8):
             least recently used is evicted (its graph reset) beyond that.
 
     Returns:
-        A callable with ``fn``'s signature (or a decorator when ``fn`` is omitted).
+        A callable with ``fn``'s signature (or a decorator when ``fn`` is omitted). Inputs that
+        ``fn`` changes in place (directly or through a view) hold, after every call, what an
+        eager call would have left in them: "cudagraphs" copies them back from the graph's
+        static copies within the same launch. Outputs of "cudagraphs" are the graph's static
+        buffers, overwritten by the next call (``clone()`` what you keep); see
+        :mod:`tensorplay.compiler.backends.cudagraphs`.
 
     Raises:
         ValueError: an unknown backend or a cache_size below 1.

@@ -287,6 +287,139 @@ def test_relaxed_capturing_thread_may_wait_for_work_outside_the_capture():
     assert to_numpy(y).tolist() == [1.0, 6.0, 11.0, 16.0]
 
 
+@pytest.mark.parametrize("call", ["synchronize()", "empty_cache()"])
+@pytest.mark.parametrize("mode", ["thread_local", "relaxed"])
+def test_device_wide_waits_from_another_thread_name_the_public_call(mode, call):
+    """A device-wide wait includes the capturing stream, which no mode allows; the error names
+    the call the user made, not a backend internal, and the device works afterwards."""
+    dev = accelerator_device(0)
+    barrier = threading.Barrier(2, timeout=TIMEOUT_S)
+    outcome = {}
+    fn = tp.accelerator.synchronize if call == "synchronize()" else tp.accelerator.empty_cache
+
+    def other_thread():
+        barrier.wait()                       # the capture is open
+        try:
+            fn()
+        except RuntimeError as exc:
+            outcome["error"] = exc
+        barrier.wait()
+
+    worker = Worker(other_thread)
+    worker.start()
+    g = Graph(capture_error_mode=mode)
+    begin_side_capture(g, mode)
+    barrier.wait()
+    barrier.wait()
+    with pytest.raises(RuntimeError, match="invalidated"):
+        g.capture_end()
+    worker.join_checked()
+    message = str(outcome.get("error"))
+    assert message.startswith(f"{call} waits for the device"), message
+    assert "every stream of the device" in message and "synchronize_device" not in message
+    still_works(dev)
+
+
+# -- ending a capture from another thread -------------------------------------------------------
+
+@pytest.mark.parametrize("mode", ["global", "thread_local"])
+def test_capture_end_from_another_thread_leaves_the_capture_open_for_its_owner(mode):
+    """Note [capture owner thread]: only the thread that began a non-relaxed capture may end
+    it. capture_end()/reset() elsewhere raise and touch nothing; the owner then ends it."""
+    dev = accelerator_device(0)
+    barrier = threading.Barrier(2, timeout=TIMEOUT_S)
+    x = tp.full((4,), 3.0, device=dev)
+    g = Graph(capture_error_mode=mode)
+    out = {}
+
+    def owner():
+        with tp.Stream():
+            g.capture_begin()
+            out["y"] = x * 2
+            barrier.wait()                 # the capture is open
+            barrier.wait()                 # the main thread has tried to end it
+            g.capture_end()
+
+    worker = Worker(owner)
+    worker.start()
+    caller = tp.accelerator.current_stream()
+    barrier.wait()
+    for call in (g.capture_end, g.reset):
+        with pytest.raises(RuntimeError, match=r"only that thread may end it.*still capturing"):
+            call()
+    assert tp.accelerator.current_stream() == caller
+    assert not tp.accelerator.is_current_stream_capturing()
+    barrier.wait()
+    worker.join_checked()
+    g.replay()
+    assert to_numpy(out["y"]).tolist() == [6.0] * 4
+    still_works(dev)
+
+
+def test_relaxed_capture_end_from_another_thread_keeps_this_threads_stream():
+    """A relaxed capture may end on any thread; the stream the owner made current stays the
+    owner's business, never the ending thread's current stream."""
+    dev = accelerator_device(0)
+    x = tp.full((4,), 3.0, device=dev)
+    g = Graph(capture_error_mode="relaxed")
+    out = {}
+
+    def owner():
+        side = tp.Stream()
+        with side:
+            g.capture_begin()
+            out["y"] = x + 1
+        out["side"] = side
+
+    worker = Worker(owner)
+    worker.start()
+    worker.join_checked()
+    caller = tp.accelerator.current_stream()
+    g.capture_end()
+    assert tp.accelerator.current_stream() == caller
+    assert tp.accelerator.current_stream() != out["side"]
+    g.replay()
+    assert to_numpy(out["y"]).tolist() == [4.0] * 4
+    still_works(dev)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_a_thread_that_dies_mid_capture_leaves_the_device_usable(mode):
+    """The worker begins a capture and dies. A non-relaxed capture is discarded as the thread
+    exits (nobody else may end it; capture_end() says so); a relaxed one stays open and another
+    thread ends it. Either way reset(), synchronize() and new captures work."""
+    dev = accelerator_device(0)
+    x = tp.full((4,), 3.0, device=dev)
+    g = Graph(capture_error_mode=mode)
+    out = {}
+
+    def doomed():
+        with tp.Stream():
+            g.capture_begin()
+            out["y"] = x * 5
+            raise ValueError("the worker dies mid-capture")
+
+    worker = Worker(doomed)
+    worker.start()
+    with pytest.raises(ValueError, match="dies mid-capture"):
+        worker.join_checked()
+    if mode == "relaxed":
+        g.capture_end()
+        g.replay()
+        assert to_numpy(out["y"]).tolist() == [15.0] * 4
+    else:
+        with pytest.raises(RuntimeError, match=r"discarded because the thread that began it "
+                                               r".* exited before capture_end\(\)"):
+            g.capture_end()
+    g.reset()
+    tp.accelerator.synchronize()
+    with g:
+        y = x - 1
+    g.replay()
+    assert to_numpy(y).tolist() == [2.0] * 4
+    still_works(dev)
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_with_graph_in_two_threads_one_after_the_other(mode):
     """``with g:`` from several threads, one capture at a time (it synchronizes the device)."""

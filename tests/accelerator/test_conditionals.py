@@ -443,6 +443,73 @@ def test_leaving_with_graph_with_a_body_open_raises_and_leaves_nothing_open(dev)
     assert value_of(y) == 5.0
 
 
+def test_a_while_body_that_never_writes_its_predicate_invalidates_the_capture(dev):
+    """Note [while predicate writes]: refused at end_capture_to_conditional_node(), the body
+    closed and the capture invalidated; capture_end() says why; the graph captures again."""
+    caller = tp.accelerator.current_stream()
+    flag = scalar(True, tp.bool, dev)
+    counter = scalar(0, tp.int64, dev)
+    g = Graph()
+    g.capture_begin(stream=tp.Stream())
+    try:
+        g.begin_capture_to_while_node(flag)
+        counter.add_(1)
+        running = counter < 3    # noqa: F841 - the slip: a new tensor, not the predicate
+        with pytest.raises(RuntimeError, match="never writes its predicate"):
+            g.end_capture_to_conditional_node()
+        counter.add_(100)        # the capture goes on recording on the parent stream
+        with pytest.raises(RuntimeError, match="invalidated by a while body that never writes"):
+            g.capture_end()
+    finally:
+        close_whatever_is_open(g, caller)
+    assert tp.accelerator.current_stream() == caller
+    assert value_of(counter) == 0
+    with g:
+        g.begin_capture_to_while_node(flag)
+        counter.add_(1)
+        flag.copy_(counter < 3)
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert value_of(counter) == 3
+
+
+def _write_through_a_view(flag, counter):
+    flag.reshape(()).copy_((counter < 3).reshape(()))
+
+
+def _write_in_a_nested_if_body(g, flag, counter, always):
+    g.begin_capture_to_if_node(always)
+    flag.copy_(counter < 3)
+    g.end_capture_to_conditional_node()
+
+
+def _write_with_setitem(flag, counter):
+    flag[0] = (counter < 3)[0]
+
+
+@pytest.mark.parametrize("how", ["view", "nested-if", "setitem"])
+def test_every_way_of_writing_the_predicate_is_accepted(dev, how):
+    """No false alarms: the body writes the predicate through a view, inside a nested body, or
+    by indexing; each loop runs to its end."""
+    flag = scalar(True, tp.bool, dev)
+    always = scalar(True, tp.bool, dev)
+    counter = scalar(0, tp.int64, dev)
+    g = Graph()
+    with g:
+        g.begin_capture_to_while_node(flag)
+        counter.add_(1)
+        if how == "view":
+            _write_through_a_view(flag, counter)
+        elif how == "nested-if":
+            _write_in_a_nested_if_body(g, flag, counter, always)
+        else:
+            _write_with_setitem(flag, counter)
+        g.end_capture_to_conditional_node()
+    g.replay()
+    assert value_of(counter) == 3
+    assert value_of(flag) is False
+
+
 @requires_devices(2)
 def test_predicate_on_another_device_is_refused():
     dev0, dev1 = accelerator_device(0), accelerator_device(1)

@@ -309,6 +309,71 @@ def test_predicates_must_be_bool(dev):
     assert to_numpy(counter).tolist() == [0]
 
 
+def test_rebinding_the_while_predicate_is_refused_at_capture(dev):
+    """Surprise: ``flag = counter < 5`` makes a new tensor; the while node keeps reading the old
+    ``flag`` and would loop forever. The capture sees that no work of the body writes the
+    predicate and refuses the body, saying to update it in place."""
+    counter = tp.zeros(1, device=dev)
+    flag = tp.ones(1, dtype=tp.bool, device=dev)
+    original = flag
+    g = Graph()
+    with pytest.raises(RuntimeError, match=r"never writes its predicate.*in place.*copy_"), g:
+        g.begin_capture_to_while_node(flag)
+        counter += 1
+        flag = counter < 5
+        g.end_capture_to_conditional_node()
+    assert not tp.accelerator.is_current_stream_capturing()
+    with pytest.raises(RuntimeError, match="nothing captured"):
+        g.replay()
+    flag = original
+    with g:
+        g.begin_capture_to_while_node(flag)
+        counter += 1
+        flag.copy_(counter < 5)
+        g.end_capture_to_conditional_node()
+    counter.zero_()
+    flag.fill_(True)
+    g.replay()
+    assert to_numpy(counter).tolist() == [5.0]
+
+
+def test_nested_with_graph_is_refused_and_the_outer_capture_goes_on(dev):
+    """Surprise: captures do not nest on one stream. The inner ``with h:`` says so (not that
+    some wait is forbidden), and the outer capture is untouched."""
+    x = tp.ones(2, device=dev)
+    g, h = Graph(), Graph()
+    with g:
+        y = x + 1
+        with pytest.raises(RuntimeError, match="nested capture on one stream is not supported") \
+                as caught, h:
+            x * 100
+        y = y * 3
+    assert "synchronize" not in str(caught.value)
+    g.replay()
+    assert to_numpy(y).tolist() == [6.0, 6.0]
+    with h:
+        z = y - 1
+    h.replay()
+    assert to_numpy(z).tolist() == [5.0, 5.0]
+
+
+def test_empty_cache_inside_a_capture_names_itself(dev):
+    """Surprise: ``empty_cache()`` waits for the device, so it is a capture-unsafe call; the
+    error names ``empty_cache()``, not a backend internal."""
+    x = tp.ones(2, device=dev)
+    g = Graph()
+    with pytest.raises(RuntimeError, match=r"^empty_cache\(\) waits for the device") as caught, \
+            g:
+        x + 1
+        tp.accelerator.empty_cache()
+    assert "synchronize_device" not in str(caught.value)
+    tp.accelerator.empty_cache()
+    with g:
+        y = x + 1
+    g.replay()
+    assert to_numpy(y).tolist() == [2.0, 2.0]
+
+
 @requires_devices(2)
 def test_a_graph_replays_on_its_own_device(dev):
     """Surprise: the current device does not move a graph; it replays where it was captured."""

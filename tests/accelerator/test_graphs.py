@@ -210,6 +210,36 @@ def test_replay_on_an_explicit_stream(dev):
     caller.wait_stream(s)
 
 
+@pytest.mark.parametrize("make_bad", [lambda: 3, lambda: "stream", tp.Event])
+def test_replay_on_something_that_is_not_a_stream_is_a_type_error(dev, make_bad):
+    g, _, y = affine_graph(dev)
+    bad = make_bad()
+    with pytest.raises(TypeError, match=r"replay\(stream=\.\.\.\) expects a tensorplay Stream "
+                                        r"or None, got " + type(bad).__name__):
+        g.replay(stream=bad)
+    g.replay(stream=tp.accelerator.current_stream())
+    assert to_numpy(y).tolist() == [1.0] * 4
+
+
+def test_reset_inside_with_raises_and_the_capture_continues(dev):
+    """reset() cannot pull the capture out from under its ``with`` block: it raises, and the
+    block goes on capturing."""
+    x = tp.ones(3, device=dev)
+    g = Graph()
+    with g:
+        y = x + 1
+        with pytest.raises(RuntimeError, match=r"reset.*with g:.*after the block ends"):
+            g.reset()
+        y = y * 10
+    g.replay()
+    assert to_numpy(y).tolist() == [20.0] * 3
+    g.reset()
+    with g:
+        z = x - 1
+    g.replay()
+    assert to_numpy(z).tolist() == [0.0] * 3
+
+
 def test_replay_runs_on_the_current_stream(dev):
     caller = tp.accelerator.current_stream()
     g, x, y = affine_graph(dev)
@@ -318,12 +348,54 @@ def test_a_host_side_exception_does_not_break_an_explicit_capture(dev):
 
 # -- debug dumps ----------------------------------------------------------------------------------
 
-def test_debug_dump_needs_a_kept_graph(dev, tmp_path):
-    g, _, _ = affine_graph(dev)
-    with pytest.raises(RuntimeError, match="enable_debug_mode|keep_graph"):
-        g.debug_dump(tmp_path / "g.dot")
-    with pytest.raises(RuntimeError):
+def test_a_plain_debug_dump_works_after_any_capture(dev, tmp_path):
+    """As on the GPU: no enable_debug_mode() and no keep_graph needed (keep_graph is accepted
+    for generic code)."""
+    g, x, y = affine_graph(dev)
+    g.debug_dump(tmp_path / "g.dot")
+    assert re.search(r"digraph", (tmp_path / "g.dot").read_text())
+    g.replay()
+    assert to_numpy(y).tolist() == [1.0] * 4
+    with pytest.raises(RuntimeError, match="nothing captured"):
         Graph(keep_graph=True).debug_dump(tmp_path / "empty.dot")
+    g.reset()
+    with pytest.raises(RuntimeError, match="nothing captured"):
+        g.debug_dump(tmp_path / "after_reset.dot")
+    with g:
+        y = x + 5
+    g.debug_dump(str(tmp_path / "again.dot"))
+    g.replay()
+    assert to_numpy(y).tolist() == [5.0] * 4
+
+
+def test_enable_debug_mode_after_the_capture_is_too_late(dev, tmp_path):
+    g, x, y = affine_graph(dev)
+    with pytest.raises(RuntimeError, match=r"too late.*before capture_begin\(\) / with g:"):
+        g.enable_debug_mode()
+    g.debug_dump(tmp_path / "plain.dot")
+    plain = (tmp_path / "plain.dot").read_text()
+    g.reset()
+    g.enable_debug_mode()            # after reset() it comes in time for the next capture
+    with g:
+        y = x * 2 + 1
+    g.debug_dump(tmp_path / "verbose.dot")
+    assert len((tmp_path / "verbose.dot").read_text()) > len(plain)
+    g.replay()
+    assert to_numpy(y).tolist() == [1.0] * 4
+
+
+@pytest.mark.parametrize("path", [None, 3, b"bytes.dot"])
+def test_debug_dump_needs_a_path(dev, tmp_path, monkeypatch, path):
+    """Not a file named ``None`` or ``3`` in the working directory."""
+    monkeypatch.chdir(tmp_path)
+    g, _, y = affine_graph(dev)
+    with pytest.raises(TypeError, match=r"debug_dump\(\) expects a path \(str or "
+                                        r"os\.PathLike\), got " + type(path).__name__):
+        g.debug_dump(path)
+    assert list(tmp_path.iterdir()) == []
+    g.debug_dump(tmp_path / "ok.dot")
+    g.replay()
+    assert to_numpy(y).tolist() == [1.0] * 4
 
 
 def test_debug_dump_writes_dot(dev, tmp_path):

@@ -188,6 +188,49 @@ def test_get_memory_info(dev):
     tp.accelerator.empty_cache()
 
 
+# -- stream-ordered reuse -------------------------------------------------------------------------
+
+def test_a_long_eager_loop_without_synchronize_runs_in_bounded_memory(dev):
+    # A freed block is handed out again at once on its stream (stream order makes that safe),
+    # whether or not work using it is still queued: two 1 MiB tensors are alive at a time.
+    settle()
+    tp.accelerator.empty_cache()
+    allocated = tp.accelerator.memory_allocated(dev)
+    reserved = tp.accelerator.memory_reserved(dev)
+    tp.accelerator.reset_peak_memory_stats(dev)
+    x = tp.zeros(MIB // 4, device=dev)            # 1 MiB of float32
+    for _ in range(2000):
+        x = x + 1
+    assert tp.accelerator.max_memory_allocated(dev) - allocated <= 3 * MIB
+    assert tp.accelerator.max_memory_reserved(dev) - reserved <= 4 * MIB
+    y = x.clone()
+    allocated = tp.accelerator.memory_allocated(dev)
+    reserved = tp.accelerator.memory_reserved(dev)
+    tp.accelerator.reset_peak_memory_stats(dev)
+    for _ in range(500):                          # up to three 1 MiB temporaries at a time
+        y = tp.where(y > -1, y, y) * 1
+    assert tp.accelerator.max_memory_allocated(dev) - allocated <= 5 * MIB
+    assert tp.accelerator.max_memory_reserved(dev) - reserved <= 8 * MIB
+    values = to_numpy(x)
+    assert values.min() == values.max() == 2000.0
+    assert to_numpy(y).tolist() == values.tolist()
+
+
+def test_a_tensor_freed_with_work_queued_is_reused_in_stream_order(dev):
+    settle()
+    base = tp.accelerator.memory_allocated(dev)
+    x = tp.full((MIB // 4,), 2.0, device=dev)
+    y = x * 3
+    z = y + 1                                     # reads y, maybe still queued
+    del y
+    assert tp.accelerator.memory_allocated(dev) == base + 2 * MIB
+    reserved = tp.accelerator.memory_reserved(dev)
+    w = x * 5                                     # may take y's block
+    assert tp.accelerator.memory_reserved(dev) == reserved
+    assert set(to_numpy(z).tolist()) == {7.0}
+    assert set(to_numpy(w).tolist()) == {10.0}
+
+
 # -- out of memory --------------------------------------------------------------------------------
 
 def test_out_of_memory(dev):

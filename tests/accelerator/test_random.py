@@ -195,6 +195,79 @@ def test_seeds_must_be_ints():
     tp.manual_seed(2 ** 64 - 1)
 
 
+def test_integral_float_seeds_are_accepted_as_in_pytorch(device):
+    tp.manual_seed(2)
+    want = to_numpy(tp.rand(5, device=device))
+    tp.manual_seed(2.0)
+    assert tp.initial_seed() == 2
+    assert np.array_equal(to_numpy(tp.rand(5, device=device)), want)
+    with pytest.raises(TypeError, match="seed must be an int or an integral float, got float "
+                                        "2.5"):
+        tp.manual_seed(2.5)
+    with pytest.raises(RuntimeError, match="seed must be in \\[-2\\*\\*63, 2\\*\\*64\\)"):
+        tp.manual_seed(2.0 ** 64)
+    assert tp.initial_seed() == 2
+    tp.manual_seed(np.float64(2.0))
+    assert np.array_equal(to_numpy(tp.rand(5, device=device)), want)
+
+
+@requires_accelerator
+def test_accelerator_seeds_take_integral_floats():
+    random.manual_seed(5.0)
+    assert random.initial_seed() == 5
+    random.manual_seed_all(np.float32(6.0))
+    assert [random.initial_seed(i) for i in range(DEVICE_COUNT)] == [6] * DEVICE_COUNT
+    with pytest.raises(TypeError, match="got float 2.5"):
+        random.manual_seed_all(2.5)
+    assert random.initial_seed() == 6
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda d: tp.randint(0, 300, (4,), dtype=tp.int8, device=d),
+     "randint: to - 1 = 299 is out of bounds for int8, whose values lie in \\[-128, 127\\]"),
+    (lambda d: tp.randint(-1, 5, (4,), dtype=tp.uint8, device=d),
+     "randint: from = -1 is out of bounds for uint8"),
+    (lambda d: tp.randint(0, 3, (2,), dtype=tp.bool, device=d),
+     "randint: to - 1 = 2 is out of bounds for bool"),
+    (lambda d: tp.randint(5, 5, (2,), device=d),
+     "randint expects 'from' to be less than 'to', but got from=5 >= to=5"),
+    (lambda d: tp.zeros(3, dtype=tp.int16, device=d).random_(0, 2 ** 15 + 1),
+     "random_: to - 1 = 32768 is out of bounds for int16"),
+    (lambda d: tp.zeros(3, device=d).random_(-1, 2 ** 63 + 1),
+     "random_: \\[from, to\\) = \\[-1, 9223372036854775809\\) must lie within int64"),
+])
+def test_randint_bounds_are_checked_at_the_call(device, make, message):
+    with pytest.raises(RuntimeError, match=message):
+        make(device)
+    if device != "cpu":
+        tp.accelerator.synchronize()  # nothing was queued that fails later
+    values = to_numpy(tp.randint(-128, 128, (64,), dtype=tp.int8, device=device))
+    assert values.min() >= -128 and values.max() <= 127
+
+
+@requires_accelerator
+def test_set_rng_state_all_names_the_call_and_what_it_expects():
+    states = random.get_rng_state_all()
+    for bad, shown in ((3, "got int 3"), (None, "got NoneType None"),
+                       (states[0], "got a single Tensor of shape \\(16,\\)")):
+        with pytest.raises(TypeError, match="set_rng_state_all\\(\\) expects a sequence of uint8 "
+                                            f"state tensors .*one per device.*{shown}"):
+            random.set_rng_state_all(bad)
+    with pytest.raises(TypeError, match="set_rng_state\\(\\) expects a state: the uint8 Tensor "
+                                        ".* got int 3"):
+        random.set_rng_state(3)
+    # a bad state anywhere in the sequence leaves every device's state as it was
+    random.manual_seed_all(9)
+    bad = [tp.zeros(16, dtype=tp.uint8)] * (DEVICE_COUNT - 1) + [3]
+    with pytest.raises(TypeError, match=f"set_rng_state_all\\(\\) \\(state {DEVICE_COUNT - 1}\\) "
+                                        f"expects a state"):
+        random.set_rng_state_all(bad)
+    assert [random.initial_seed(i) for i in range(DEVICE_COUNT)] == [9] * DEVICE_COUNT
+    random.set_rng_state_all(states)
+    assert [to_numpy(s).tolist() for s in random.get_rng_state_all()] == \
+        [to_numpy(s).tolist() for s in states]
+
+
 @requires_devices(2)
 def test_each_device_has_its_own_generator():
     dev0, dev1 = accelerator_device(0), accelerator_device(1)

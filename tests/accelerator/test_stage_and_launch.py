@@ -70,6 +70,19 @@ def test_inputs_may_be_reused_right_after_the_call(dev):
         check(outs, [tp.full((3, 4), value + k, device=dev) for k in range(3)])
 
 
+def test_replay_after_stage_and_launch_does_not_stage_again(dev):
+    g, statics, outputs = captured(dev)
+    inputs = [fresh(dev, k) for k in range(3)]
+    g.stage_and_launch(statics, inputs)
+    check(outputs, inputs)
+    for static in statics:
+        static.fill_(2.0)
+    g.replay()                                    # runs on what the statics hold now
+    check(outputs, statics)
+    g.stage_and_launch(statics, inputs)
+    check(outputs, inputs)
+
+
 def test_tuples_and_empty_sequences(dev):
     x = tp.zeros(2, device=dev)
     counter = tp.zeros(1, device=dev)
@@ -163,6 +176,26 @@ def test_non_tensor_inputs_are_a_type_error(dev):
     with pytest.raises(TypeError):
         g.stage_and_launch(statics, [fresh(dev, 0), [1.0, 2.0], fresh(dev, 2)])
     inputs = [fresh(dev, k) for k in range(3)]
+    g.stage_and_launch(statics, inputs)
+    check(outputs, inputs)
+
+
+@pytest.mark.parametrize("which", ["static_inputs", "inputs"])
+@pytest.mark.parametrize("given", [None, 3, "bare tensor"])
+def test_arguments_must_be_lists_of_tensors(dev, which, given):
+    g, statics, outputs = captured(dev)
+    inputs = [fresh(dev, k) for k in range(3)]
+    if given == "bare tensor":
+        given = statics[0] if which == "static_inputs" else inputs[0]
+    args = {"static_inputs": statics, "inputs": inputs, which: given}
+    expected = type(given).__name__
+    with pytest.raises(TypeError, match=rf"stage_and_launch\(static_inputs, inputs\): {which} "
+                                        rf"must be a list or tuple of Tensors, got {expected}"):
+        g.stage_and_launch(args["static_inputs"], args["inputs"])
+    if isinstance(given, tp.Tensor):
+        with pytest.raises(TypeError, match=r"pass lists of tensors \(\[t\], not t\)"):
+            g.stage_and_launch(args["static_inputs"], args["inputs"])
+    assert np.array_equal(to_numpy(statics[0]), np.zeros((3, 4), np.float32))
     g.stage_and_launch(statics, inputs)
     check(outputs, inputs)
 

@@ -141,6 +141,38 @@ def test_wait_event_and_wait_stream_check_their_argument():
         side.wait_stream(tp.Event())
 
 
+WRONG_KIND = {
+    "Stream.record_event(3)": r"Stream\.record_event\(\) expects a tensorplay Event or None, "
+                              r"got int",
+    "Stream.wait_event(3)": r"Stream\.wait_event\(\) expects a tensorplay Event, got int",
+    "Stream.wait_stream(3)": r"Stream\.wait_stream\(\) expects a tensorplay Stream, got int",
+    "Event.record(3)": r"Event\.record\(\) expects a tensorplay Stream or None, got int",
+    "Event.wait(3)": r"Event\.wait\(\) expects a tensorplay Stream or None, got int",
+    "Event.elapsed_time(None)": r"Event\.elapsed_time\(\) expects a tensorplay Event .*got "
+                                r"NoneType",
+}
+
+
+@pytest.mark.parametrize("call", sorted(WRONG_KIND))
+def test_arguments_of_the_wrong_kind_are_type_errors(call):
+    """Not AttributeError from deep inside: TypeError naming what was given and expected."""
+    stream, event = tp.Stream(), tp.Event(enable_timing=True)
+    calls = {"Stream.record_event(3)": lambda: stream.record_event(3),
+             "Stream.wait_event(3)": lambda: stream.wait_event(3),
+             "Stream.wait_stream(3)": lambda: stream.wait_stream(3),
+             "Event.record(3)": lambda: event.record(3),
+             "Event.wait(3)": lambda: event.wait(3),
+             "Event.elapsed_time(None)": lambda: event.elapsed_time(None)}
+    with pytest.raises(TypeError, match=WRONG_KIND[call]):
+        calls[call]()
+    end = tp.Event(enable_timing=True)
+    event.record(stream)
+    end.record(stream)
+    stream.wait_event(event)
+    end.synchronize()
+    assert event.elapsed_time(end) >= 0.0
+
+
 def test_elapsed_time():
     dev = accelerator_device(0)
     start, end = tp.Event(enable_timing=True), tp.Event(enable_timing=True)

@@ -425,7 +425,10 @@ def test_oom_releases_the_cache_retries_then_raises():
     assert "14,680,576 bytes allocated" in message
     assert "16,777,216 bytes reserved by tensorplay" in message
     assert "0 bytes free on the device" in message
-    assert "empty_cache()" in message
+    # the cache was just emptied: advising empty_cache() again would not help
+    assert "already released" in message and "empty_cache()" not in message
+    assert message.endswith("Free tensors you no longer need, or reduce the batch.")
+    assert "graphs" not in message                      # no graph pool holds memory
     stats = allocator.memory_stats()
     assert (stats["num_alloc_retries"], stats["num_ooms"]) == (2, 1)
     assert backend.syncs == 1     # the second pass had nothing to release: no sync
@@ -452,13 +455,31 @@ def test_oom_during_capture_does_not_release_or_sync():
     pool = allocator.new_pool_id()
     allocator.create_pool(pool)
     allocator.begin_allocate_to_pool(pool, "S")
-    with pytest.raises(OutOfMemoryError, match="capture"):
+    with pytest.raises(OutOfMemoryError, match="capture") as info:
         allocator.malloc(3 * MiB, "S")
+    assert "call empty_cache() after the capture" in str(info.value)
     stats = allocator.memory_stats()
     assert (stats["num_alloc_retries"], stats["num_ooms"], backend.syncs) == (0, 1, 0)
     assert allocator.pool_memory_reserved(None) == 2 * MiB
     assert pool_of(allocator.malloc(1, "S")) == pool   # the capture keeps allocating
     allocator.end_allocate_to_pool(pool, "S")
+
+
+def test_oom_message_names_memory_held_by_live_graph_pools():
+    backend = FakeBackend(limit=24 * MiB)
+    allocator = CachingAllocator(backend, 0)
+    pool = allocator.new_pool_id()
+    allocator.create_pool(pool)
+    allocator.begin_allocate_to_pool(pool, "S")
+    allocator.malloc(2 * MiB, "S").release()            # a 20 MiB segment the graph keeps
+    allocator.end_allocate_to_pool(pool, "S")
+    with pytest.raises(OutOfMemoryError) as info:
+        allocator.malloc(12 * MiB, "A")
+    message = str(info.value)
+    assert "Live graphs' pools hold 20,971,520 of the reserved bytes" in message
+    assert "reset() the graphs you no longer need" in message
+    allocator.release_pool(pool)                         # the graph is gone: its memory too
+    assert allocator.malloc(12 * MiB, "A").size == 12 * MiB
 
 
 # -- statistics ---------------------------------------------------------------------------

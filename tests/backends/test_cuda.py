@@ -453,7 +453,68 @@ def test_stage_and_launch_large_copies_use_many_blocks(backend, make):
     backend.stage_and_launch(executable, stream,
                              [(ptr(static[k]), ptr(source[k]), n * 4) for k in range(2)])
     np.testing.assert_array_equal(host(backend, stream, out), data * 2)
-    assert executable.stage.params.gridDimX > 1 and executable.stage.params.gridDimY == 2
+    params = executable.stage_in.params
+    assert params.gridDimX > 1 and params.gridDimY == 2
+    backend.graph_destroy(graph, executable)
+
+
+def test_write_back_runs_after_the_graph_in_the_same_launch(backend, make):
+    """The tail staging node copies what the graph wrote; each node stages only when given
+    triplets, and a plain launch turns both off."""
+    stream = backend.create_stream(0, 0)
+    static, out = make(256, np.float32, 0), make(256, np.float32, 0)
+    fresh, first, second = (make(256, np.float32, fill) for fill in (3, -1, -1))
+    executable, graph = _doubling_graph(backend, stream, static, out)
+    ptr = backend.array_ptr
+    backend.stage_and_launch(executable, stream, [(ptr(static), ptr(fresh), 1024)],
+                             [(ptr(first), ptr(out), 1024)])
+    assert host(backend, stream, first).tolist() == [6.0] * 256
+    assert executable.stage_in.enabled and executable.stage_out.enabled
+    backend.launch(stream, lambda: static.fill(4))
+    backend.stage_and_launch(executable, stream, [], [(ptr(second), ptr(out), 1024)])
+    assert not executable.stage_in.enabled          # the head did not copy fresh again
+    assert host(backend, stream, second).tolist() == [8.0] * 256
+    backend.launch(stream, lambda: (static.fill(5), second.fill(0)))
+    backend.graph_launch(executable, stream)
+    assert not executable.stage_out.enabled
+    assert host(backend, stream, out)[0] == 10 and host(backend, stream, second)[0] == 0
+    backend.graph_destroy(graph, executable)
+
+
+def test_write_back_past_64_copies_goes_after_the_launch(backend, make):
+    stream = backend.create_stream(0, 0)
+    static, out = make((70, 16), np.float32, 0), make((70, 16), np.float32, 0)
+    sources, results = make((70, 16), np.float32, 0), make((70, 16), np.float32, -1)
+    data = np.arange(70 * 16, dtype=np.float32).reshape(70, 16) + 1
+    backend.from_host(stream, sources, data)
+    executable, graph = _doubling_graph(backend, stream, static, out)
+    ptr = backend.array_ptr
+    backend.stage_and_launch(executable, stream,
+                             [(ptr(static[k]), ptr(sources[k]), 64) for k in range(70)],
+                             [(ptr(results[k]), ptr(out[k]), 64) for k in range(70)])
+    np.testing.assert_array_equal(host(backend, stream, results), data * 2)
+    backend.graph_destroy(graph, executable)
+
+
+def test_write_back_follows_work_joined_from_a_forked_stream(backend, make):
+    origin, side = backend.create_stream(0, 0), backend.create_stream(0, 0)
+    n = 1 << 22   # 16 MiB: long enough that a tail not ordered after the side's work would race
+    static, out = make(n, np.float32, 0), make(n, np.float32, 0)
+    source, result = make(n, np.float32, 2), make(n, np.float32, -1)
+    fork, join = backend.create_event(0, False), backend.create_event(0, False)
+
+    def body():
+        backend.event_record(fork, origin)
+        backend.stream_wait_event(side, fork)
+        backend.launch(side, lambda: cupy.multiply(static, 3, out=out))
+        backend.event_record(join, side)
+        backend.stream_wait_event(origin, join)
+    graph = capture(backend, origin, body)
+    executable = backend.instantiate(graph)
+    ptr = backend.array_ptr
+    backend.stage_and_launch(executable, origin, [(ptr(static), ptr(source), 4 * n)],
+                             [(ptr(result), ptr(out), 4 * n)])
+    assert (host(backend, origin, result) == 6).all()
     backend.graph_destroy(graph, executable)
 
 
@@ -485,9 +546,12 @@ def test_launcher_binds_graph_launch_once(backend, make):
     assert host(backend, stream, out)[0] == 6
     backend.stage_and_launch(executable, stream, [(backend.array_ptr(static),
                                                    backend.array_ptr(out), 1024)])
-    assert executable.stage.enabled
+    assert executable.stage_in.enabled and not executable.stage_out.enabled
+    backend.stage_and_launch(executable, stream, [], [(backend.array_ptr(static),
+                                                       backend.array_ptr(out), 1024)])
+    assert not executable.stage_in.enabled and executable.stage_out.enabled
     backend.unstage(executable)
-    assert not executable.stage.enabled
+    assert not executable.stage_in.enabled and not executable.stage_out.enabled
     failed((ok,), stream)                       # a success that lost its identity: no error
     with pytest.raises(RuntimeError, match="cudaGraphLaunch failed: cudaErrorInvalidValue"):
         failed((runtime.cudaError_t.cudaErrorInvalidValue,), stream)

@@ -6,6 +6,7 @@ Every test builds a small ``SimBackend`` and drives it directly: arrays come fro
 
 from __future__ import annotations
 
+import functools
 import gc
 import re
 import threading
@@ -429,6 +430,133 @@ def test_from_host_copies_the_source_at_call_time(backend):
         backend.from_host(stream, array, np.zeros(2))
 
 
+# -- queues hold no tensor memory; a full queue makes room --------------------------------------
+
+class Owner:
+    """Stands for the Allocation that as_array keeps alive."""
+
+
+def owned_array(backend, count, dtype=np.float32):
+    """(array keeping an Owner alive, weak reference to that owner, owner-less view)."""
+    dtype = np.dtype(dtype)
+    ptr = backend.malloc(0, count * dtype.itemsize)
+    owner = Owner()
+    shape, strides = (count,), (dtype.itemsize,)
+    array = backend.as_array(0, ptr, count * dtype.itemsize, dtype, shape, strides, owner)
+    plain = backend.as_array(0, ptr, count * dtype.itemsize, dtype, shape, strides, None)
+    return array, weakref.ref(owner), plain
+
+
+def queue_sum(backend, stream):
+    """Queue kernels and a host copy over owned arrays, and drop the arrays (as ops returning
+    drop their temporaries). Returns the owners' weak references and an owner-less view of the
+    result."""
+    a, a_alive, _ = owned_array(backend, 4)
+    b, b_alive, _ = owned_array(backend, 4)
+    c, c_alive, _ = owned_array(backend, 4)
+    d, d_alive, _ = owned_array(backend, 4)
+    out, out_alive, result = owned_array(backend, 4)
+    a[...] = [1, 2, 3, 4]
+    result[...] = 0
+    sources = [a, a[::-1]]                              # a list in a closure cell, and a view
+
+    def add():
+        np.add(*sources, out=b)
+
+    backend.launch(stream, kernel(add, "add", shape=(4,)))
+    scale = functools.partial(np.multiply, b, 3, out=c)  # a partial with a keyword
+    scale.__name__ = "scale"
+    backend.launch(stream, scale)
+    backend.from_host(stream, d, np.full(4, 5.0, np.float32))
+    backend.launch(stream, kernel(lambda: np.add(c, d, out=out), "sum"))
+    return [a_alive, b_alive, c_alive, d_alive, out_alive], result
+
+
+def test_queued_work_keeps_no_owner_alive_and_still_runs(backend):
+    # A GPU kernel holds raw pointers: a tensor freed with work queued returns its memory at
+    # once, and the allocator reuses it in stream order (Note [sim queue ownership]).
+    stream = backend.create_stream(0, 0)
+    owners, result = queue_sum(backend, stream)
+    assert [item.name for item in stream._queue] == ["add", "scale", "from_host", "sum"]
+    assert stream._queue[0].attrs == {"shape": (4,)}
+    gc.collect()
+    assert [ref() for ref in owners] == [None] * 5
+    assert result.tolist() == [0.0] * 4                 # nothing ran yet
+    backend.stream_synchronize(stream)
+    assert result.tolist() == [20.0] * 4                # (x + reversed x) * 3 + 5
+    frozen, _, _ = owned_array(backend, 2)
+    frozen.flags.writeable = False
+    backend.launch(stream, kernel(lambda: frozen.fill(1), "write"))
+    with pytest.raises(RuntimeError, match="read-only"):  # a read-only view stays read-only
+        backend.stream_synchronize(stream)
+
+
+def test_captured_work_keeps_its_arrays(backend):
+    stream = backend.create_stream(0, 0)
+    array, alive, plain = owned_array(backend, 2)
+    plain[...] = 0
+    graph = capture(backend, stream, functools.partial(backend.launch, stream, increment(array)))
+    del array
+    gc.collect()
+    assert alive() is not None                          # a graph holds what it replays
+    backend.graph_launch(backend.instantiate(graph), stream)
+    backend.stream_synchronize(stream)
+    assert plain.tolist() == [1.0, 1.0]
+    del graph
+    gc.collect()
+    assert alive() is None
+
+
+def test_a_full_queue_runs_its_oldest_items_first(backend):
+    stream, other = backend.create_stream(0, 0), backend.create_stream(0, 0)
+    log, other_log = [], []
+    backend.launch(other, kernel(lambda: other_log.append("other")))
+    start, end = backend.create_event(0, True), backend.create_event(0, True)
+    backend.event_record(start, stream)
+    depth = sim._QUEUE_DEPTH
+    for i in range(3 * depth):
+        backend.launch(stream, kernel(lambda i=i: log.append(i)))
+        assert len(stream._queue) <= depth
+    assert 2 * depth <= len(log) < 3 * depth and log == list(range(len(log)))
+    assert other_log == []                              # other streams stay lazy
+    backend.event_record(end, stream)
+    backend.event_synchronize(end)
+    assert log == list(range(3 * depth))
+    assert backend.event_elapsed_ms(start, end) >= 0.0
+
+
+def test_a_failure_in_the_items_run_to_make_room_is_raised_by_that_launch(backend):
+    stream = backend.create_stream(0, 0)
+    _, array = device_array(backend, 1)
+
+    def broken():
+        raise ZeroDivisionError("boom")
+
+    backend.launch(stream, kernel(broken, "broken"))
+    for _ in range(sim._QUEUE_DEPTH - 1):
+        backend.launch(stream, increment(array))
+    with pytest.raises(RuntimeError, match=r"kernel 'broken' raised ZeroDivisionError: boom"):
+        backend.launch(stream, increment(array))        # this launch overflows the queue
+    backend.stream_synchronize(stream)                  # the failure was reported once
+    assert array[0] == sim._QUEUE_DEPTH                 # every increment ran, the last too
+
+
+def test_a_capture_records_past_the_queue_depth(backend):
+    stream = backend.create_stream(0, 0)
+    _, array = device_array(backend, 1)
+    count = sim._QUEUE_DEPTH + 10
+
+    def body():
+        for _ in range(count):
+            backend.launch(stream, increment(array))
+
+    graph = capture(backend, stream, body)
+    assert len(graph.nodes) == count and array[0] == 0 and not stream._queue
+    backend.graph_launch(backend.instantiate(graph), stream)
+    backend.stream_synchronize(stream)
+    assert array[0] == count
+
+
 # -- capture ------------------------------------------------------------------------------------
 
 def test_capture_on_default_stream_and_bad_modes_are_refused(backend):
@@ -754,8 +882,11 @@ def test_while_guard_stops_a_loop_that_never_ends(backend, monkeypatch):
     executable = backend.instantiate(backend.capture_end(stream))
     backend.graph_launch(executable, stream)
     with pytest.raises(RuntimeError, match="ran 50 iterations and its predicate never became "
-                                           "false"):
+                                           "false") as caught:
         backend.stream_synchronize(stream)
+    message = str(caught.value)   # public names only: no raw address, no internal call
+    assert "0x" not in message and "set_conditional " not in message, message
+    assert "flag.copy_(" in message and "set_conditional_handle_for_current_node" in message
     assert count[0] == 50
     forever[0] = False
     backend.graph_launch(executable, stream)

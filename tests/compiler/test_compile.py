@@ -168,3 +168,182 @@ def test_containers_and_non_tensor_outputs():
         np.testing.assert_allclose(to_numpy(out["low"]), to_numpy(x) - 1, rtol=1e-6)
         np.testing.assert_allclose(to_numpy(out["pair"][0]), to_numpy(x) + 1, rtol=1e-6)
         assert out["pair"][1] == 1
+
+
+# -- inputs changed in place --------------------------------------------------------------------
+
+def _iadd(buf, x):
+    buf += x
+    return buf.sum()
+
+
+def _setitem(buf, x):
+    buf[:, 1:] = x[:, 1:] * 3
+
+
+def _through_views(buf, x):
+    buf.t()[0].mul_(x[:, 0])
+    buf.view(-1)[-1].fill_(5.0)
+    return buf[1]
+
+
+def _writes_the_second_argument(buf, x):
+    x.sub_(buf)
+    return x + buf
+
+
+MUTATIONS = {
+    "add_": lambda buf, x: buf.add_(x),
+    "iadd": _iadd,
+    "chained op_ forms": lambda buf, x: buf.mul_(2).add_(x).clamp_(max=4.0),
+    "copy_": lambda buf, x: buf.copy_(x * 2),
+    "fill_ from a tensor": lambda buf, x: buf.fill_(x.sum()),
+    "setitem": _setitem,
+    "views": _through_views,
+    "masked_fill_": lambda buf, x: buf.masked_fill_(x > 0.5, 7.0),
+    "out=": lambda buf, x: tp.add(buf, x, out=buf),
+    "second argument": _writes_the_second_argument,
+}
+
+
+@pytest.mark.parametrize("name", list(MUTATIONS))
+def test_inputs_changed_in_place_hold_what_eager_leaves(device, name):
+    fn = MUTATIONS[name]
+    compiled = tp.compile(fn)
+    rng = np.random.default_rng(7)
+    start = rng.random((2, 3), dtype=np.float32)
+    eager_buf, compiled_buf = (tp.tensor(start, device=device) for _ in range(2))
+    for step in range(4):
+        x = rng.random((2, 3), dtype=np.float32)
+        eager_x, compiled_x = (tp.tensor(x, device=device) for _ in range(2))
+        want = fn(eager_buf, eager_x)
+        got = compiled(compiled_buf, compiled_x)
+        np.testing.assert_allclose(to_numpy(compiled_buf), to_numpy(eager_buf), rtol=1e-6,
+                                   err_msg=f"{name}, call {step}")
+        np.testing.assert_allclose(to_numpy(compiled_x), to_numpy(eager_x), rtol=1e-6)
+        assert (got is None) == (want is None)
+        if want is not None:
+            np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=1e-6)
+    if device != "cpu":
+        assert compiled.cache_info == {"graphs": 1, "eager": 0, "calls": 4}
+
+
+@requires_accelerator
+def test_warm_up_and_capture_change_the_inputs_once():
+    dev = accelerator_device(0)
+    counter = tp.compile(lambda buf, x: buf.add_(x))
+    b, one = tp.zeros(1, device=dev), tp.ones(1, device=dev)
+    for calls in range(1, 5):
+        returned = counter(b, one)
+        assert to_numpy(b).tolist() == [float(calls)]
+        assert returned is b                      # as eager: add_ returns its tensor
+    assert counter.cache_info["graphs"] == 1
+    assert to_numpy(one).tolist() == [1.0]
+
+
+@requires_accelerator
+def test_random_fill_of_an_input_matches_eager():
+    dev = accelerator_device(0)
+
+    def refill(buf, scale):
+        buf.uniform_()
+        return buf * scale
+    compiled = tp.compile(refill)
+    runs = []
+    for fn in (refill, compiled):
+        tp.manual_seed(5)
+        buf = tp.zeros(8, device=dev)
+        runs.append([(to_numpy(fn(buf, 2.0)), to_numpy(buf)) for _ in range(3)])
+    for (want_out, want_buf), (got_out, got_buf) in zip(*runs):
+        np.testing.assert_array_equal(got_buf, want_buf)
+        np.testing.assert_array_equal(got_out, want_out)
+    assert not np.array_equal(runs[1][1][1], runs[1][2][1])
+
+
+@requires_accelerator
+def test_written_input_that_is_not_contiguous():
+    dev = accelerator_device(0)
+    compiled = tp.compile(lambda buf, x: buf.mul_(x).add_(1))
+    eager_buf = tp.arange(6, dtype=tp.float32, device=dev).reshape(3, 2).t()
+    compiled_buf = eager_buf.clone().t().contiguous().t()
+    assert not compiled_buf.is_contiguous()
+    for step in range(3):
+        x = tp.full((2, 3), float(step + 2), device=dev)
+        eager_buf.mul_(x).add_(1)
+        compiled(compiled_buf, x)
+        np.testing.assert_array_equal(to_numpy(compiled_buf), to_numpy(eager_buf))
+
+
+@requires_accelerator
+def test_many_written_inputs():
+    dev = accelerator_device(0)
+
+    def bump_all(*buffers):
+        for k, buffer in enumerate(buffers):
+            buffer.add_(k)
+    compiled = tp.compile(bump_all)
+    buffers = [tp.zeros(4, device=dev) for _ in range(70)]
+    for _ in range(3):
+        compiled(*buffers)
+    assert compiled.cache_info["graphs"] == 1
+    for k, buffer in enumerate(buffers):
+        assert to_numpy(buffer).tolist() == [3.0 * k] * 4
+
+
+@requires_accelerator
+def test_written_inputs_that_share_memory_run_eagerly(caplog):
+    dev = accelerator_device(0)
+
+    def bump_then_read(a, b):
+        a.add_(1)
+        return b * 10
+    compiled = tp.compile(bump_then_read)
+    for _ in range(2):
+        compiled(tp.zeros(2, device=dev), tp.zeros(2, device=dev))
+    shared = tp.zeros(2, device=dev)
+    with caplog.at_level(logging.WARNING, logger="tensorplay.compiler"):
+        for calls in range(1, 3):
+            out = compiled(shared, shared)
+            assert to_numpy(shared).tolist() == [float(calls)] * 2
+            assert to_numpy(out).tolist() == [10.0 * calls] * 2
+    messages = [r.getMessage() for r in caplog.records if r.name == "tensorplay.compiler"]
+    assert len(messages) == 1 and "share memory" in messages[0], messages
+    separate = tp.zeros(2, device=dev)
+    assert to_numpy(compiled(separate, tp.ones(2, device=dev))).tolist() == [10.0, 10.0]
+    assert to_numpy(separate).tolist() == [1.0, 1.0]
+
+
+@requires_accelerator
+def test_written_input_that_is_an_earlier_output_runs_eagerly():
+    dev = accelerator_device(0)
+    step = tp.compile(lambda state, x: state.add_(x) * 2)
+    state, x = tp.zeros(2, device=dev), tp.ones(2, device=dev)
+    step(state, x)
+    doubled = step(state, x)                      # a replay: doubled is graph memory
+    assert to_numpy(doubled).tolist() == [4.0, 4.0]
+    result = step(doubled, x)                     # writes doubled: eagerly, as eager code does
+    assert to_numpy(doubled).tolist() == [5.0, 5.0]
+    assert to_numpy(result).tolist() == [10.0, 10.0]
+    assert to_numpy(state).tolist() == [2.0, 2.0]
+
+
+@requires_accelerator
+def test_capture_failure_leaves_inputs_changed_once():
+    dev = accelerator_device(0)
+
+    def bump_and_read(buf):
+        buf.add_(1)
+        return buf * buf.sum().item()
+    compiled = tp.compile(bump_and_read)
+    b = tp.zeros(2, device=dev)
+    for calls in range(1, 4):
+        np.testing.assert_allclose(to_numpy(compiled(b)), [2.0 * calls * calls] * 2)
+        assert to_numpy(b).tolist() == [float(calls)] * 2
+    assert compiled.cache_info["eager"] == 1
+
+
+def test_compile_documents_the_in_place_contract():
+    doc = tp.compile.__doc__
+    assert "in place" in doc and "eager" in doc
+    from tensorplay.compiler.backends import cudagraphs
+    assert "happen to the static copies" not in cudagraphs.__doc__

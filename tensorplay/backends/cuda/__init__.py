@@ -11,8 +11,8 @@ How the pieces fit:
   use, not at import) and the binding of CuPy's current stream to tensorplay's.
 - ``_kernels.py``: tensorplay's NVRTC kernels (conditional-handle setter, fused staging).
 - ``_graphs.py``: capture, if/while nodes, instantiate/launch bookkeeping, DOT dumps.
-- ``_stage_node.py``: the staging kernel node of every capture and Note [fused staging], which
-  ``stage_and_launch`` below implements.
+- ``_stage_node.py``: the two staging kernel nodes of every capture and Note [fused staging],
+  which ``stage_and_launch`` below implements.
 
 Tensor ops reach the device through :meth:`CudaBackend.launch`: it binds CuPy to the stream (one
 ``is`` comparison when it already is) and runs the op's kernel closure, whose CuPy calls the
@@ -339,8 +339,8 @@ class CudaBackend:
 
     # -- capture and graphs --------------------------------------------------------------------
     def capture_begin(self, stream: CudaStream, mode: str) -> None:
-        """Begin capturing ``stream``; its first recorded work is the staging kernel (Note
-        [fused staging] in ``_stage_node.py``)."""
+        """Begin capturing ``stream``; its first recorded work is the head staging kernel, and
+        ``capture_end`` records the tail one last (Note [fused staging] in ``_stage_node.py``)."""
         _cupy_bridge.relax_this_thread()
         if mode not in _MODES:
             raise ValueError(f"capture mode {mode!r} is not valid; valid modes: "
@@ -380,11 +380,10 @@ class CudaBackend:
             return _graphs.instantiate(graph, self._service_stream(graph.device_index))
 
     def graph_launch(self, executable: CudaExecutable, stream: CudaStream) -> None:
-        """cudaGraphLaunch; a staging node left enabled by the previous ``stage_and_launch`` is
+        """cudaGraphLaunch; staging nodes left enabled by the previous ``stage_and_launch`` are
         disabled first. (``Graph.replay`` goes through :meth:`launcher` instead.)"""
-        stage = getattr(executable, "stage", None)
-        if stage is not None and stage.enabled:
-            stage.disable()
+        if isinstance(executable, CudaExecutable):
+            self.unstage(executable)
         self._launch_now(executable, stream)
 
     def _launch_now(self, executable: CudaExecutable, stream: CudaStream) -> None:
@@ -408,15 +407,18 @@ class CudaBackend:
         return stream.handle
 
     def unstage(self, executable: CudaExecutable) -> None:
-        executable.stage.disable()
+        executable.stage_in.disable()
+        executable.stage_out.disable()
 
     def stage_and_launch(self, executable: CudaExecutable, stream: CudaStream,
-                         copies: list[tuple[int, int, int]]) -> None:
-        """Copy each ``(dst_ptr, src_ptr, nbytes)`` then launch: the triplets become the
-        parameters of the graph's staging node, so the copies run inside the launch (Note
-        [fused staging] in ``_stage_node.py``); copies past the 64th go out as cudaMemcpyAsync
-        first."""
-        if not copies:
+                         copies: list[tuple[int, int, int]],
+                         copies_out: list[tuple[int, int, int]] = ()) -> None:
+        """Copy each ``(dst_ptr, src_ptr, nbytes)`` of ``copies``, launch, then copy each of
+        ``copies_out``: the triplets become the parameters of the graph's head and tail staging
+        nodes, so the copies run inside the launch (Note [fused staging] in
+        ``_stage_node.py``). Triplets past the 64th of a list go out as cudaMemcpyAsync, before
+        the launch for ``copies`` and after it for ``copies_out``."""
+        if not copies and not copies_out:
             self.graph_launch(executable, stream)
             return
         if executable.destroyed:
@@ -424,8 +426,13 @@ class CudaBackend:
         if len(copies) > _MAX_COPIES:
             self._copy_each(stream, copies[_MAX_COPIES:])
             copies = copies[:_MAX_COPIES]
-        executable.stage.load(copies)
+        executable.stage_in.stage(copies)
+        stage_out = executable.stage_out
+        if copies_out or stage_out.enabled:
+            stage_out.stage(copies_out[:_MAX_COPIES])
         self._launch_now(executable, stream)
+        if len(copies_out) > _MAX_COPIES:
+            self._copy_each(stream, copies_out[_MAX_COPIES:])
 
     def _copy_each(self, stream: CudaStream, copies) -> None:
         handle = stream.handle

@@ -5,9 +5,9 @@ bodies are captured on body streams of their own (``cudaStreamBeginCaptureToGrap
 node's body graph). Every capture and body is registered by its CUDA capture id so that a
 conditional begun on any stream of a capture finds the capture's mode and bookkeeping.
 
-Every capture begins with the staging kernel node of ``stage_and_launch`` (Note [fused staging]
-in ``_stage_node.py``); the node belongs to the captured graph, which therefore lives as long as
-the executable made from it.
+Every capture begins and ends with a staging kernel node of ``stage_and_launch`` (Note [fused
+staging] in ``_stage_node.py``); the nodes belong to the captured graph, which therefore lives as
+long as the executable made from it.
 """
 
 from __future__ import annotations
@@ -43,16 +43,17 @@ _roots: set = set()                   # Captures in flight
 
 
 class Capture:
-    """One capture in flight: its origin stream, mode, staging node and open conditionals."""
+    """One capture in flight: its origin stream, mode, staging nodes and open conditionals."""
 
-    __slots__ = ("stream", "mode_name", "mode", "stage", "ids", "open", "thread")
+    __slots__ = ("stream", "mode_name", "mode", "stage_in", "stage_out", "ids", "open",
+                 "thread")
 
-    def __init__(self, stream, mode_name: str, stage: StageNode):
+    def __init__(self, stream, mode_name: str, stage_in: StageNode, stage_out: StageNode):
         self.stream = stream
         self.thread = threading.get_ident()
         self.mode_name = mode_name
         self.mode = MODES[mode_name]
-        self.stage = stage
+        self.stage_in, self.stage_out = stage_in, stage_out
         self.ids: list[int] = []
         self.open: list[Conditional] = []
 
@@ -76,12 +77,13 @@ class CudaGraph:
     the native graph is freed then, or with its executable if it has one (Note [fused
     staging])."""
 
-    __slots__ = ("handle", "device_index", "stage", "destroyed", "executable", "released")
+    __slots__ = ("handle", "device_index", "stage_in", "stage_out", "destroyed", "executable",
+                 "released")
 
-    def __init__(self, handle, device_index: int, stage: StageNode):
+    def __init__(self, handle, device_index: int, stage_in: StageNode, stage_out: StageNode):
         self.handle = handle
         self.device_index = device_index
-        self.stage = stage
+        self.stage_in, self.stage_out = stage_in, stage_out
         self.destroyed = False
         self.executable: CudaExecutable | None = None
         self.released = False
@@ -93,15 +95,15 @@ class CudaGraph:
 
 class CudaExecutable:
     """An instantiated graph (``cudaGraphExec_t``), the graph it came from and its staging
-    node."""
+    nodes."""
 
-    __slots__ = ("handle", "device_index", "stage", "source", "destroyed")
+    __slots__ = ("handle", "device_index", "stage_in", "stage_out", "source", "destroyed")
 
     def __init__(self, handle, device_index: int, source: CudaGraph):
         self.handle = handle
         self.device_index = device_index
         self.source = source
-        self.stage = source.stage
+        self.stage_in, self.stage_out = source.stage_in, source.stage_out
         self.destroyed = False
 
     def __repr__(self) -> str:
@@ -130,7 +132,8 @@ def destroy_executable(executable: CudaExecutable, handle_after) -> None:
     if executable.destroyed:
         return
     executable.destroyed = True
-    executable.stage.enabled = False   # nothing to disable on a destroyed executable
+    # nothing to disable on a destroyed executable
+    executable.stage_in.enabled = executable.stage_out.enabled = False
     handle, executable.handle = executable.handle, handle_after
     try:
         check(runtime.cudaGraphExecDestroy(handle), "cudaGraphExecDestroy")
@@ -148,7 +151,7 @@ def _capture_id(stream) -> tuple:
 
 
 def begin_capture(stream, mode_name: str, stage_blocks: int) -> Capture:
-    """Begin capturing ``stream`` and record the staging kernel as its first work.
+    """Begin capturing ``stream`` and record the head staging kernel as its first work.
 
     The caller has checked the mode and the stream. Kernels are compiled before the capture
     begins (relaxed, in case another capture is in flight).
@@ -156,12 +159,12 @@ def begin_capture(stream, mode_name: str, stage_blocks: int) -> Capture:
     index = stream.device_index
     with relaxed_capture_mode():
         _kernels.ensure(index, _kernels.SET_CONDITIONAL, _kernels.STAGE)
-        stage = StageNode(index, stage_blocks)
+        stage_in, stage_out = StageNode(index, stage_blocks), StageNode(index, stage_blocks)
     check(runtime.cudaStreamBeginCapture(stream.handle, MODES[mode_name]),
           "cudaStreamBeginCapture")
-    capture = Capture(stream, mode_name, stage)
+    capture = Capture(stream, mode_name, stage_in, stage_out)
     try:
-        stage.record(stream)
+        stage_in.record(stream, "capture_begin")
         status, capture_id = _capture_id(stream)
     except BaseException:
         result = runtime.cudaStreamEndCapture(stream.handle)
@@ -206,22 +209,39 @@ def end_capture(stream) -> CudaGraph:
     for conditional in reversed(still_open):   # innermost first
         runtime.cudaStreamEndCapture(conditional.body.handle)
         _close(conditional)
+    tail_error = None
+    if not still_open and _is_active(stream):
+        try:
+            with device_guard(index):   # capture_end may come from another thread (relaxed)
+                capture.stage_out.record(stream, "capture_end")
+        except Exception as exc:  # noqa: BLE001 - the capture must end all the same
+            tail_error = exc
     result = runtime.cudaStreamEndCapture(stream.handle)
     stream.capture = None
     _forget(capture)
     err, graph = result[0], result[1]
-    if err is not SUCCESS or still_open:
+    if err is not SUCCESS or still_open or tail_error is not None:
         if err is SUCCESS and graph is not None:
             runtime.cudaGraphDestroy(graph)
         if still_open:
             raise RuntimeError(f"capture_end: {len(still_open)} conditional body(ies) still "
                                f"open on cuda:{index}; call end_conditional() first. The "
                                f"capture is discarded")
+        if tail_error is not None:
+            raise RuntimeError(f"capture_end: recording the closing staging kernel on "
+                               f"cuda:{index} failed ({tail_error}); the capture is "
+                               f"discarded") from tail_error
         name, description = error_text(err)
         raise RuntimeError(f"capture_end: the capture on cuda:{index} failed: "
                            f"cudaStreamEndCapture returned {name} ({description}); the capture "
                            f"is discarded")
-    return CudaGraph(graph, index, capture.stage)
+    return CudaGraph(graph, index, capture.stage_in, capture.stage_out)
+
+
+def _is_active(stream) -> bool:
+    """Whether ``stream``'s capture can still record (not invalidated)."""
+    result = runtime.cudaStreamGetCaptureInfo(stream.handle)
+    return result[0] is SUCCESS and result[1] == _STATUS_ACTIVE
 
 
 def is_capturing(stream) -> bool:
@@ -391,17 +411,19 @@ def end_conditional(body_stream) -> None:
 # -- executables -----------------------------------------------------------------------------
 
 def instantiate(graph: CudaGraph, upload_stream) -> CudaExecutable:
-    """Instantiate and upload ``graph``; the executable takes over its staging node (disabled)."""
+    """Instantiate and upload ``graph``; the executable takes over its staging nodes
+    (disabled)."""
     if graph.destroyed:
         raise RuntimeError(f"instantiate: {graph!r} was destroyed")
     if graph.executable is not None:
         raise RuntimeError(f"instantiate: {graph!r} was already instantiated; its staging "
-                           f"node belongs to that executable (capture again for another)")
+                           f"nodes belong to that executable (capture again for another)")
     with device_guard(graph.device_index):
         handle = check(runtime.cudaGraphInstantiateWithFlags(graph.handle, 0),
                        "cudaGraphInstantiateWithFlags")
         try:
-            graph.stage.bind(handle)
+            graph.stage_in.bind(handle)
+            graph.stage_out.bind(handle)
             check(runtime.cudaGraphUpload(handle, upload_stream.handle), "cudaGraphUpload")
             check(runtime.cudaStreamSynchronize(upload_stream.handle), "cudaStreamSynchronize")
         except BaseException:

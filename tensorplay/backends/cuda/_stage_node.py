@@ -1,15 +1,23 @@
-"""The staging kernel node every cuda capture begins with (``Graph.stage_and_launch``).
+"""The two staging kernel nodes of every cuda capture (``Graph.stage_and_launch``).
 
 Note [fused staging]
 --------------------
-``stage_and_launch`` must copy N small inputs and launch the graph in as few native calls as
-possible: eight ``cudaMemcpyAsync`` of 1 KiB cost ~5 us each on the device and several us each on
-the host. So every capture records, as its FIRST work, one kernel node ``tp_stage(args)``
-(``_kernels.py``) whose only parameter is a struct passed BY VALUE: a count and up to
-``MAX_COPIES`` (64) triplets ``dst, src, nbytes``. Block ``(x, k)`` copies a share of triplet
-``k`` (16-byte vectors when dst and src are 16-aligned, bytes otherwise).
+``stage_and_launch`` must copy N small inputs onto the graph's static buffers, launch the graph
+and, for ``tensorplay.compile``, copy the static buffers the graph wrote back into the caller's
+tensors, in as few native calls as possible: eight ``cudaMemcpyAsync`` of 1 KiB cost ~5 us each
+on the device and several us each on the host. So every capture records two kernel nodes
+``tp_stage(args)`` (``_kernels.py``) whose only parameter is a struct passed BY VALUE: a count and
+up to ``MAX_COPIES`` (64) triplets ``dst, src, nbytes``. Block ``(x, k)`` copies a share of
+triplet ``k`` (16-byte vectors when dst and src are 16-aligned, bytes otherwise).
 
-A staged launch is two driver calls and one launch:
+- The *head* node is the capture's FIRST work (``capture_begin``): inputs -> static buffers.
+- The *tail* node is its LAST work, recorded on the origin stream right before
+  ``cudaStreamEndCapture``. Every stream forked into the capture must be joined back by then,
+  and a conditional node is a dependency of the work after it, so the tail runs after all the
+  graph's work: static buffers -> the caller's tensors.
+
+One class, :class:`StageNode`, serves both. A staged launch is, for each node that copies
+something, up to two driver calls, then the launch:
 
 1. ``cuGraphExecKernelNodeSetParams`` on the executable puts this call's triplets (and a grid of
    ``count`` rows, enough blocks per row for the largest copy) into the node. CUDA copies the
@@ -18,17 +26,20 @@ A staged launch is two driver calls and one launch:
 2. ``cuGraphNodeSetEnabled(1)``, only if the node was disabled.
 3. ``cudaGraphLaunch``.
 
-The node starts *disabled* after instantiation: a disabled kernel node runs as an empty node, so a
-plain ``replay()`` pays no device time for staging. ``replay()`` disables it again (one call) when
-the previous launch staged, so alternating the two is correct and a steady loop of either makes
-no extra call. Copies past the 64th go out as ``cudaMemcpyAsync`` before the launch.
+Both nodes start *disabled* after instantiation: a disabled kernel node runs as an empty node, so
+a plain ``replay()`` pays no device time for staging. A staged launch disables a node it has
+nothing for, and ``replay()`` disables both when the previous launch staged (one call each, only
+when enabled), so alternating the two is correct and a steady loop of either makes no extra call.
+Copies past the 64th of a node go out as ``cudaMemcpyAsync``: before the launch for the head,
+after it for the tail. The sim models the same two nodes (``StageNode`` in
+``backends/_sim_graph.py``), new copies applying to later launches only.
 
-The node is found again as the capture's only dependency right after it is recorded. Its handle
+Each node is found again as the capture's only dependency right after it is recorded. Its handle
 belongs to the captured ``cudaGraph_t``, which must outlive the executable (CUDA identifies exec
 nodes by the graph's nodes), so the backend destroys a graph only once its executable is gone.
 
-Pitfall: the triplets of one call must not overlap each other (memcpy semantics, copied in
-parallel).
+Pitfall: the triplets of one node must not overlap each other (memcpy semantics, copied in
+parallel); ``tensorplay.compile`` runs a call eagerly when inputs it writes back share memory.
 """
 
 from __future__ import annotations
@@ -70,11 +81,12 @@ def _driver_check(result, call: str):
 
 
 class StageNode:
-    """The ``tp_stage`` node of one capture, then of its executable.
+    """A ``tp_stage`` node (the head or the tail) of one capture, then of its executable.
 
-    Lifecycle: :meth:`record` (first work of a capture), :meth:`bind` (after instantiation:
-    reads the node's parameters back and disables it), then :meth:`load` / :meth:`disable`
-    around launches. ``enabled`` says whether the next launch stages.
+    Lifecycle: :meth:`record` (first or last work of a capture), :meth:`bind` (after
+    instantiation: reads the node's parameters back and disables it), then :meth:`stage` (or
+    :meth:`load` / :meth:`disable`) around launches. ``enabled`` says whether the next launch
+    copies through this node.
     """
 
     __slots__ = ("device_index", "max_blocks", "node", "exec", "params", "enabled", "args",
@@ -93,8 +105,9 @@ class StageNode:
     def _params_address(self) -> int:
         return ctypes.addressof(self._pointers)
 
-    def record(self, stream) -> None:
-        """Launch ``tp_stage`` (count 0) on the capturing ``stream`` and remember its node."""
+    def record(self, stream, call: str) -> None:
+        """Launch ``tp_stage`` (count 0) on the capturing ``stream`` and remember its node;
+        ``call`` (capture_begin or capture_end) names the step in errors."""
         function = driver.CUfunction(_kernels.function_handle(_kernels.STAGE, self.device_index))
         _driver_check(driver.cuLaunchKernel(function, 1, 1, 1, BLOCK, 1, 1, 0,
                                             driver.CUstream(int(stream.handle)),
@@ -102,8 +115,8 @@ class StageNode:
         info = check(runtime.cudaStreamGetCaptureInfo(stream.handle), "cudaStreamGetCaptureInfo")
         dependencies = info[3]
         if not dependencies or len(dependencies) != 1:
-            raise RuntimeError(f"capture_begin: expected the staging kernel to be the capture's "
-                               f"only dependency, found {len(dependencies or ())}")
+            raise RuntimeError(f"{call}: expected the staging kernel to be the capture's only "
+                               f"dependency, found {len(dependencies or ())}")
         self.node = driver.CUgraphNode(int(dependencies[0]))
 
     def bind(self, executable_handle) -> None:
@@ -115,6 +128,13 @@ class StageNode:
         self.params = params
         self.enabled = True
         self.disable()
+
+    def stage(self, copies) -> None:
+        """Make the next launch copy ``copies`` (at most ``MAX_COPIES`` triplets), or nothing."""
+        if copies:
+            self.load(copies)
+        elif self.enabled:
+            self.disable()
 
     def load(self, copies) -> None:
         """Make the next launch copy ``copies`` (at most ``MAX_COPIES`` triplets, at least one)."""

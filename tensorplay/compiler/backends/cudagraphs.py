@@ -3,8 +3,17 @@
 For each new signature — the shapes, dtypes and devices of the tensor arguments and the values of
 the others — the first call runs the function eagerly (the warm-up, whose result it returns),
 then captures it into a :class:`~tensorplay.accelerator.Graph` over static copies of the inputs.
-Later calls with that signature copy the fresh inputs onto the static ones and replay, all in one
+Later calls with that signature copy the fresh inputs onto the static ones, replay, and copy the
+static copies the function wrote back into the caller's tensors, all in one
 ``Graph.stage_and_launch``. Every graph of one compiled function shares one memory pool.
+
+Inputs changed in place: the capture records which static copies the function writes, directly
+or through a view (Note [write records] in ``tensorplay/_writes.py``); after every call those
+inputs hold what an eager call would have left in them, as with PyTorch's compile. The warm-up
+changes them once, eagerly; the capture runs on the copies only. An output that *is* an input
+is returned as the caller's tensor. A call whose written input shares memory with another tensor
+argument, or is an output of a compiled call, runs eagerly (the graph wrote a private copy of
+each input), with the reason logged once.
 
 What cannot be captured runs eagerly, with one line on the ``tensorplay.compiler`` logger giving
 the reason: host tensors, tensors on more than one device, no accelerator, or a capture-unsafe
@@ -12,8 +21,9 @@ call during capture (such as ``.item()``).
 
 .. warning:: Outputs are the graph's static buffers. The next call overwrites them, and using an
    output of an earlier call afterwards raises ``RuntimeError``: ``clone()`` what you keep.
-   Views taken of an output are not guarded. In-place changes the function makes to its inputs
-   happen to the static copies, not to the caller's tensors.
+   Views taken of an output are not guarded; neither is an output that is a view of an input
+   (it views the static copy, holding this call's values). Writes made outside tensorplay's
+   ops (through DLPack or CuPy) are not seen, so they are not copied back.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
+from ... import _writes
 from ..._tensor import Tensor
 
 log = logging.getLogger("tensorplay.compiler")
@@ -58,16 +69,44 @@ def _rebuild(spec, tensors):
 
 
 class _Entry:
-    """One captured signature: its graph, static inputs and outputs, and the output structure."""
+    """One captured signature: its graph, static inputs and outputs, the output structure, the
+    inputs the function writes (copied back after every replay) and the outputs that are
+    inputs (``returned_inputs[k]``: the index of the input output ``k`` is, or None)."""
 
-    __slots__ = ("graph", "static_inputs", "static_outputs", "output_spec", "generation")
+    __slots__ = ("graph", "static_inputs", "static_outputs", "output_spec", "write_back",
+                 "returned_inputs", "output_spans", "generation", "hazard_logged")
 
-    def __init__(self, graph, static_inputs, static_outputs, output_spec):
+    def __init__(self, graph, static_inputs, static_outputs, output_spec, writes):
         self.graph = graph
         self.static_inputs = static_inputs
         self.static_outputs = static_outputs
         self.output_spec = output_spec
+        spans = [_writes.extent(static) for static in static_inputs]
+        self.write_back = tuple(index for index, span in enumerate(spans)
+                                if any(_writes.overlaps(span, write) for write in writes))
+        self.returned_inputs = tuple(
+            next((k for k, static in enumerate(static_inputs) if static is out), None)
+            for out in static_outputs)
+        self.output_spans = [_writes.extent(out) for out in static_outputs]
         self.generation = 0
+        self.hazard_logged = False
+
+    def write_back_hazard(self, tensors) -> str | None:
+        """Why this call cannot replay: an input the function writes shares memory with another
+        tensor argument (the graph wrote a private copy of each, so eager and the graph would
+        disagree), or with an output of a compiled call (the launch rewrites that memory)."""
+        spans = [_writes.extent(tensor) for tensor in tensors]
+        for index in self.write_back:
+            span = spans[index]
+            if tensors[index]._guard is not None or any(
+                    _writes.overlaps(span, out) for out in self.output_spans):
+                return (f"tensor argument #{index}, which the function writes, is an output "
+                        f"of a compiled call (clone() it to keep it)")
+            for other, other_span in enumerate(spans):
+                if other != index and _writes.overlaps(span, other_span):
+                    return (f"tensor arguments #{index} and #{other} share memory, and the "
+                            f"function writes #{index}")
+        return None
 
 
 def _output_guard(entry: _Entry, generation: int, call_number: int):
@@ -104,6 +143,11 @@ class CudaGraphsFunction:
         entry = self._entries.get(signature)
         if entry is not None:
             self._entries.move_to_end(signature)
+            if entry.write_back:
+                hazard = entry.write_back_hazard(tensors)
+                if hazard is not None:
+                    self._log_hazard(entry, hazard)
+                    return self._fn(*args, **kwargs)
             return self._replay(entry, tensors)
         if signature in self._eager:
             return self._fn(*args, **kwargs)
@@ -127,6 +171,12 @@ class CudaGraphsFunction:
     @property
     def _name(self) -> str:
         return getattr(self._fn, "__qualname__", repr(self._fn))
+
+    def _log_hazard(self, entry: _Entry, hazard: str) -> None:
+        if not entry.hazard_logged:
+            entry.hazard_logged = True
+            log.warning("tensorplay.compile(%s): running eagerly the calls where %s", self._name,
+                        hazard)
 
     def _run_eagerly(self, signature, reason: str, args, kwargs):
         self._eager[signature] = reason
@@ -162,18 +212,21 @@ class CudaGraphsFunction:
             static_args = _rebuild(signature[0], static_iter)
             static_kwargs = _rebuild(signature[1], static_iter)
             graph = accelerator.Graph(pool=self._pool)
-            with graph:
+            with _writes.recording() as writes, graph:
                 outputs = self._fn(*static_args, **static_kwargs)
             out_tensors: list = []
             output_spec = _flatten(outputs, out_tensors, [])
-        return _Entry(graph, static_inputs, out_tensors, output_spec)
+        return _Entry(graph, static_inputs, out_tensors, output_spec, writes)
 
     def _replay(self, entry: _Entry, tensors):
-        entry.graph.stage_and_launch(entry.static_inputs, tensors)
+        entry.graph.stage_and_launch(entry.static_inputs, tensors, _write_back=entry.write_back)
         entry.generation += 1
         guard = _output_guard(entry, entry.generation, self._calls)
         fresh = []
-        for static in entry.static_outputs:
+        for static, source in zip(entry.static_outputs, entry.returned_inputs):
+            if source is not None:   # ``return x`` / ``x.add_(y)``: eager returns the caller's x
+                fresh.append(tensors[source])
+                continue
             view = Tensor._make(static._data, static._device, static._dtype)
             view._guard = guard
             fresh.append(view)

@@ -1,6 +1,22 @@
+import os
+
 import pytest
 
+import tensorplay as tp
+from tensorplay.backends import selection_report
 from support import DEVICES
+
+
+def pytest_sessionstart(session):
+    """A run that asks for an accelerator must get it: a cuda build that failed to load would
+    otherwise run the whole suite host-only and look green."""
+    requested = os.environ.get("TENSORPLAY_ACCELERATOR", "").strip().lower()
+    selected = tp.accelerator.current_accelerator()
+    if requested not in ("", "auto", "none") and (selected is None or selected.type != requested):
+        raise pytest.UsageError(
+            f"TENSORPLAY_ACCELERATOR={requested} was asked for, but the build selected "
+            f"{selected.type if selected is not None else 'no accelerator'}: "
+            f"{selection_report()}")
 
 
 @pytest.fixture(params=DEVICES)

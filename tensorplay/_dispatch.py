@@ -114,19 +114,20 @@ body_watchers: dict = {}
 def launch(device: _device_cls, kernel) -> None:
     """Run ``kernel`` for ``device``: at once on cpu, else on the device's current stream.
 
-    Host kernels run with NumPy's floating-point warnings off (overflow, divide by zero,
-    invalid): PyTorch gives inf/nan silently, and so do we. sim silences them where its queue
-    runs kernels; CuPy never warns.
+    Kernels run with NumPy's floating-point warnings off (overflow, divide by zero, invalid):
+    PyTorch gives inf/nan silently, and so do we. This covers host kernels and kernels an
+    accelerator runs at launch (CuPy casts a Python scalar operand through NumPy and warns when
+    it overflows the dtype); sim silences them where its queue runs kernels later.
     """
-    if device.type == "cpu":
-        token = _set_numpy_errors(_QUIET)
-        try:
+    token = _set_numpy_errors(_QUIET)
+    try:
+        if device.type == "cpu":
             kernel()
-        finally:
-            _reset_numpy_errors(token)
-        return
-    stream = _current_native_stream(device.index)
-    _accelerator.launch(stream, kernel)
+            return
+        stream = _current_native_stream(device.index)
+        _accelerator.launch(stream, kernel)
+    finally:
+        _reset_numpy_errors(token)
     if body_watchers:
         watcher = body_watchers.get(stream)
         if watcher is not None:

@@ -276,8 +276,8 @@ class _Refuse:
     def __call__(self, op: str, computed: dtype, operands) -> None:
         advice = self.advice.get(computed)
         if advice is not None:
-            raise RuntimeError(f'"{op}" is not implemented for {computed.name} (got '
-                               f'{_describe(operands)}); {advice}')
+            raise NotImplementedError(f'"{op}" is not implemented for {computed.name} (got '
+                                      f'{_describe(operands)}); {advice}')
 
 
 def _refusing(groups) -> _Refuse:
@@ -299,8 +299,9 @@ def _sub_rule(op: str, computed: dtype, operands) -> None:
 def _pow_rule(op: str, computed: dtype, operands) -> None:
     base, exponent = operands
     if computed is bool and isinstance(getattr(exponent, "dtype", None), dtype):
-        raise RuntimeError(f'"{op}" is not implemented for bool (got {_describe(operands)}); '
-                           f'convert the base with .int() or .float() first')
+        raise NotImplementedError(f'"{op}" is not implemented for bool (got '
+                                  f'{_describe(operands)}); convert the base with .int() or '
+                                  f'.float() first')
     base_dtype = getattr(base, "dtype", None)
     if isinstance(base_dtype, dtype) and base_dtype._category <= _INT and \
             isinstance(exponent, (builtins.int, np.integer)) and \
@@ -346,7 +347,8 @@ OP_RULES: dict = {
 
 
 def check_op(op: str, computed: dtype, operands=()) -> None:
-    """Raise RuntimeError if ``op`` is not implemented for ``computed`` (Note [op dtype rules])."""
+    """Raise if ``op`` is not implemented for ``computed`` (Note [op dtype rules]): as PyTorch,
+    NotImplementedError (a RuntimeError) for an unsupported dtype, RuntimeError otherwise."""
     rule = OP_RULES.get(op)
     if rule is not None:
         rule(op, computed, operands)

@@ -251,8 +251,9 @@ def test_run_suite_streams_everything_and_names_failing_configurations(tmp_path)
         def test_fails_on_one_device():
             print("FIRST-LINE-OF-A-LONG-REPORT")
             print("filler " * 2000)
-            assert (os.environ["TENSORPLAY_ACCELERATOR"], os.environ.get("TENSORPLAY_SIM_DEVICES")) \\
-                != ("sim", "1")
+            config = (os.environ["TENSORPLAY_ACCELERATOR"],
+                      os.environ.get("TENSORPLAY_SIM_DEVICES"))
+            assert config != ("sim", "1")
     """))
     env = dict(os.environ, TENSORPLAY_TEST_CUDA="0")
     result = subprocess.run([sys.executable, os.path.join(ROOT, "tests", "run_suite.py"),

@@ -270,8 +270,11 @@ def test_ops_pytorch_refuses_are_refused_at_the_call(device, operation, match, d
 
 def test_refused_in_place_op_leaves_the_tensor_untouched(device):
     t = tp.tensor([1.5, 2.5], device=device)
-    with pytest.raises(RuntimeError, match='"bitwise_and" is not implemented for float32'):
+    # PyTorch raises NotImplementedError (a RuntimeError) for a dtype an op lacks
+    with pytest.raises(NotImplementedError, match='"bitwise_and" is not implemented for float32'):
         t.bitwise_and_(t)
+    with pytest.raises(NotImplementedError, match='is not implemented for bool'):
+        tp.tensor([True], device=device) // tp.tensor([True], device=device)
     with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
         tp.tensor([2], device=device).pow_(-1)
     assert t.tolist() == [1.5, 2.5]

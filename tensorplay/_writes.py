@@ -23,7 +23,7 @@ import contextlib
 import threading
 from typing import Any, Iterator
 
-__all__ = ["active", "extent", "overlaps", "note", "recording"]
+__all__ = ["active", "byte_span", "extent", "overlaps", "note", "recording"]
 
 _lock = threading.Lock()
 
@@ -39,13 +39,19 @@ def extent(tensor) -> Extent | None:
     data = tensor._data
     if data.size == 0:
         return None
-    low = high = tensor.data_ptr()
-    for size, stride in zip(data.shape, data.strides):
+    return (tensor._device, *byte_span(tensor.data_ptr(), data))
+
+
+def byte_span(first: int, array) -> tuple[int, int]:
+    """``(low, high)``: the bytes a non-empty strided ``array`` whose first element is at
+    address ``first`` spans (``high`` exclusive; negative strides reach below ``first``)."""
+    low = high = first
+    for size, stride in zip(array.shape, array.strides):
         if stride > 0:
             high += stride * (size - 1)
         else:
             low += stride * (size - 1)
-    return tensor._device, low, high + data.itemsize
+    return low, high + array.itemsize
 
 
 def overlaps(a: Extent | None, b: Extent | None) -> bool:

@@ -24,6 +24,7 @@ import types
 import numpy as np
 
 from .. import _dtype
+from .._writes import byte_span
 
 __all__ = ["WhileBodyWatch"]
 
@@ -72,16 +73,10 @@ def array_range(array, backend) -> tuple[int, int] | None:
     if array.size == 0:
         return None
     try:
-        low = backend.array_ptr(array)
+        first = backend.array_ptr(array)
     except (TypeError, ValueError):   # a host array: never the predicate
         return None
-    high = low
-    for size, stride in zip(array.shape, array.strides):
-        if stride >= 0:
-            high += (size - 1) * stride
-        else:
-            low += (size - 1) * stride
-    return low, high + array.itemsize
+    return byte_span(first, array)
 
 
 def _leaf_types(backend) -> tuple:

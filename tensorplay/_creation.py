@@ -143,7 +143,7 @@ def _host_array(data, dtype=None) -> np.ndarray:
         raise TypeError(f"tensor() cannot make a tensor from {type(data).__name__} data of "
                         f"NumPy dtype {array.dtype}; give numbers, nested lists or arrays")
     elif not isinstance(data, np.generic) and (target or array.dtype.kind in "iu"):
-        _check_data_fits(array, target or _dtype.int64)
+        _check_data_fits(array, target)
     if target is not None or isinstance(data, np.generic):
         return array
     if array.dtype == np.float64:
@@ -193,8 +193,8 @@ def _wide_ints(array: np.ndarray, data, target: _dtype.dtype | None) -> np.ndarr
                for v in array.flat):
         raise TypeError(f"tensor() cannot make a tensor from {type(data).__name__} data holding "
                         f"non-numbers; give numbers, nested lists or arrays")
-    target = target or _dtype.int64
     _check_data_fits(array, target)
+    target = target or _dtype.int64
     if target is _dtype.bool:
         return array.astype(np.bool_)
     if target.is_floating_point or target.is_complex:
@@ -206,10 +206,21 @@ def _wide_ints(array: np.ndarray, data, target: _dtype.dtype | None) -> np.ndarr
                     dtype=np.uint64).reshape(array.shape)
 
 
-def _check_data_fits(array: np.ndarray, dtype: _dtype.dtype) -> None:
-    """RuntimeError if a value of ``array`` (Python data) overflows ``dtype``, as PyTorch's
-    ``tensor()`` checks each value it stores; only integer dtypes are checked (PyTorch stores
-    floats into float dtypes unchecked: 1e39 becomes inf in float32)."""
+def _check_data_fits(array: np.ndarray, requested: _dtype.dtype | None) -> None:
+    """Raise if a value of ``array`` (Python data) overflows the dtype, as PyTorch's ``tensor()``
+    checks each value it stores: RuntimeError for a ``requested`` dtype, ValueError for the
+    int64 inferred for Python ints (PyTorch: "Overflow when unpacking long long"). Only integer
+    dtypes are checked (PyTorch stores 1e39 into float32 unchecked, as inf)."""
+    try:
+        _check_fits(array, requested or _dtype.int64)
+    except RuntimeError as error:
+        if requested is None:
+            raise ValueError(f"Overflow when unpacking long long: {error}; pass dtype= (e.g. "
+                             f"tp.uint64 or tp.float64) for larger values") from None
+        raise
+
+
+def _check_fits(array: np.ndarray, dtype: _dtype.dtype) -> None:
     if array.size == 0 or array.dtype.kind not in "iufO" or dtype is _dtype.bool or \
             dtype.is_floating_point or dtype.is_complex:
         return
@@ -259,9 +270,11 @@ def tensor(data, dtype=None, device=None) -> Tensor:
     """A new tensor holding a copy of ``data`` (numbers, nested lists, NumPy arrays, tensors).
 
     Raises:
-        RuntimeError: a Python value that ``dtype`` (int64 for ints by default) cannot hold
-            without overflow (``tensor([300], dtype=int8)``, ``tensor([2**63])``), as in
-            PyTorch; NumPy arrays and tensors are cast, which wraps.
+        RuntimeError: a Python value that ``dtype`` cannot hold without overflow
+            (``tensor([300], dtype=int8)``), as in PyTorch; NumPy arrays and tensors are cast,
+            which wraps.
+        ValueError: with no ``dtype``, a Python int beyond int64 (``tensor([2**63])``), as in
+            PyTorch.
         ValueError/TypeError: ragged nested lists (``expected sequence of length 2 at dim 1``).
     """
     return _from_host(_host_array(data, dtype), device, dtype)

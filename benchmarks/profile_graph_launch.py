@@ -38,9 +38,9 @@ for count in (1, 8):
     native = stream._native
     exe = graph._exec
     rows += [
-        (f"replay(stream=s)", lambda: graph.replay(stream=stream)),
-        (f"replay()", graph.replay),
-        (f"backend.graph_launch", lambda: backend.graph_launch(exe, native)),
+        ("replay(stream=s)", lambda: graph.replay(stream=stream)),
+        ("replay()", graph.replay),
+        ("backend.graph_launch", lambda: backend.graph_launch(exe, native)),
         (f"plan_staging ({count})", lambda: plan_staging(statics, fresh, 0, backend, plan)),
         (f"backend.stage_and_launch ({count})",
          lambda: backend.stage_and_launch(exe, native, copies)),

@@ -1,22 +1,36 @@
+"""Print what torch does for the edge cases of issue 11, so tensorplay can be checked against it.
+
+Run where torch is installed (the H200 machine): ``python3 benchmarks/torch_semantics_check.py``.
+Each line gives the case and torch's result or exception type and message.
+"""
+
 import torch
-def t(label, f):
+
+BOOLS = torch.tensor([True, False])
+CASES = {
+    "manual_seed(2.0)": lambda: torch.manual_seed(2.0).initial_seed(),
+    "manual_seed(2.5)": lambda: torch.manual_seed(2.5).initial_seed(),
+    "bool-1": lambda: BOOLS - 1,
+    "bool//bool": lambda: BOOLS // BOOLS,
+    "bool%bool": lambda: BOOLS % BOOLS,
+    "bool**bool": lambda: BOOLS ** BOOLS,
+    "int**-1": lambda: torch.tensor([2]) ** -1,
+    "int8 300": lambda: torch.tensor([300], dtype=torch.int8),
+    "2**63": lambda: torch.tensor([2 ** 63]),
+    "unsqueeze": lambda: torch.zeros(3, 4).unsqueeze(1).stride(),
+    "int//0 cpu": lambda: torch.tensor([1]) // 0,
+    "arange inf": lambda: torch.arange(0, float("inf")),
+    "ragged": lambda: torch.tensor([[1, 2], [3]]),
+    "a[1.5]": lambda: torch.zeros(3)[1.5],
+    "randint int8": lambda: torch.randint(0, 300, (4,), dtype=torch.int8),
+    "complex <": lambda: torch.tensor([1j]) < torch.tensor([2j]),
+    "float &": lambda: torch.tensor([1.0]) & torch.tensor([1.0]),
+    "empty(3,0).stride": lambda: torch.empty(3, 0).stride(),
+    "uint8 -1": lambda: torch.tensor([-1], dtype=torch.uint8),
+}
+
+for label, case in CASES.items():
     try:
-        r = f(); print(f"{label}: OK {r!r}")
-    except Exception as e:
-        print(f"{label}: {type(e).__name__}: {str(e)[:150]}")
-t("manual_seed(2.0)", lambda: torch.manual_seed(2.0).initial_seed())
-t("manual_seed(2.5)", lambda: torch.manual_seed(2.5).initial_seed())
-b = torch.tensor([True, False])
-t("bool-1", lambda: b - 1); t("bool//bool", lambda: b // b); t("bool%bool", lambda: b % b); t("bool**bool", lambda: b ** b)
-t("int**-1", lambda: torch.tensor([2]) ** -1)
-t("int8 300", lambda: torch.tensor([300], dtype=torch.int8)); t("2**63", lambda: torch.tensor([2**63]))
-t("unsqueeze", lambda: torch.zeros(3, 4).unsqueeze(1).stride())
-t("int//0 cpu", lambda: torch.tensor([1]) // 0)
-t("arange inf", lambda: torch.arange(0, float("inf")))
-t("ragged", lambda: torch.tensor([[1, 2], [3]]))
-t("a[1.5]", lambda: torch.zeros(3)[1.5])
-t("randint int8", lambda: torch.randint(0, 300, (4,), dtype=torch.int8))
-t("complex <", lambda: torch.tensor([1j]) < torch.tensor([2j]))
-t("float &", lambda: torch.tensor([1.0]) & torch.tensor([1.0]))
-t("empty(3,0).stride", lambda: torch.empty(3, 0).stride())
-t("uint8 -1", lambda: torch.tensor([-1], dtype=torch.uint8))
+        print(f"{label}: OK {case()!r}")
+    except Exception as error:  # noqa: BLE001 - the exception is the answer
+        print(f"{label}: {type(error).__name__}: {str(error)[:150]}")

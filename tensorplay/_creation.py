@@ -402,8 +402,8 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
     """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``.
 
     Raises:
-        RuntimeError: an infinite or nan bound or step ("unsupported range"), as in PyTorch.
-        ValueError: a zero step, or a step that points away from ``end``.
+        RuntimeError: an infinite or nan bound or step ("unsupported range"), a zero step, or a
+            step that points away from ``end``, as in PyTorch.
     """
     if end is None:
         start, end = 0, start
@@ -412,10 +412,10 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
             raise RuntimeError(f"arange: unsupported range: {start} -> {end} with step {step} "
                                f"(start, end and step must be finite)")
     if step == 0:
-        raise ValueError("arange: step must be nonzero")
+        raise RuntimeError("arange: step must be nonzero")
     if (end - start) * step < 0:
-        raise ValueError(f"arange: the range from {start} to {end} with step {step} is empty "
-                         f"in the wrong direction; upper bound and step must agree in sign")
+        raise RuntimeError(f"arange: the range from {start} to {end} with step {step} is empty "
+                           f"in the wrong direction; upper bound and step must agree in sign")
     if dtype is None:
         dtype = _dtype.result_type(start, end, step)
     count = max(0, math.ceil((end - start) / step))

@@ -236,6 +236,8 @@ def _check_fits(array: np.ndarray, dtype: _dtype.dtype) -> None:
         raise _overflow("tensor()", smallest, dtype)
     if largest > high:
         raise _overflow("tensor()", largest, dtype)
+
+
 def _flatten(data):
     for item in data:
         if isinstance(item, (list, tuple)):

@@ -9,7 +9,7 @@ export PYTHONUNBUFFERED=1 TENSORPLAY_ACCELERATOR=cuda XLA_PYTHON_CLIENT_PREALLOC
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/info.txt"
 python3 -m tensorplay info 2>&1 | tee -a "$OUT/info.txt"
 if [ "$what" = quick ]; then
-  timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/backends/test_cuda.py "$@" 2>&1 \
+  timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \
     | tee "$OUT/quick.log" | tail -60
 fi
 if [ "$what" = all ] || [ "$what" = tests ]; then

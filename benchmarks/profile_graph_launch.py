@@ -7,7 +7,7 @@ import pstats
 import time
 
 import tensorplay as tp
-from tensorplay._staging import plan_staging
+from tensorplay.accelerator._staging import plan_staging
 
 
 def best_host_us(fn, calls=500, repeats=7):

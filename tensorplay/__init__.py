@@ -14,20 +14,20 @@ from ._dtype import (  # noqa: E402
     bfloat16, bool, complex64, complex128, dtype, float16, float32, float64, get_default_dtype,
     int8, int16, int32, int64, promote_types, result_type, uint8, uint16, uint32, uint64,
 )
-from ._device import device  # noqa: E402
+from ._runtime.device import device  # noqa: E402
 from ._errors import OutOfMemoryError  # noqa: E402
-from ._tensor import Tensor  # noqa: E402
-from . import _methods  # noqa: E402
+from ._tensor.tensor import Tensor  # noqa: E402
+from ._tensor import methods as _methods  # noqa: E402
 
 _methods.install()
 
-from ._creation import (  # noqa: E402
+from ._tensor.creation import (  # noqa: E402
     arange, as_tensor, empty, empty_like, eye, from_dlpack, from_numpy, full, full_like,
     linspace, ones, ones_like, tensor, zeros, zeros_like,
 )
-from ._functional import *  # noqa: E402,F401,F403
-from ._functional import __all__ as _functional_all  # noqa: E402
-from ._random import manual_seed, initial_seed, seed, rand, randn, randint, normal  # noqa: E402
+from ._tensor.functional import *  # noqa: E402,F401,F403
+from ._tensor.functional import __all__ as _functional_all  # noqa: E402
+from ._tensor.random import manual_seed, initial_seed, seed, rand, randn, randint, normal  # noqa: E402
 from .accelerator._streams import Event, Stream  # noqa: E402
 from . import accelerator  # noqa: E402
 from .compiler import compile  # noqa: E402

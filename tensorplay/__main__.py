@@ -113,7 +113,7 @@ def _graph_tour(device: str) -> None:
 
 def _cg_tour(device: str) -> None:
     import tensorplay as tp
-    from tensorplay import _solvers
+    from tensorplay.bench import solvers as _solvers
 
     # float64 where the device computes it: in float32 CG stalls near eps * cond(A), 2e-4 here
     supported = tp.accelerator.get_device_capability(device)["supported_dtypes"]
@@ -167,7 +167,7 @@ def _check_output_path(parser: argparse.ArgumentParser, option: str, path: str |
 def bench(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
     """Run the benchmarks (or reload a saved run with --from-json); options are checked first."""
     if args.plot:
-        from tensorplay._bench_plot import _pyplot
+        from tensorplay.bench.plot import _pyplot
 
         try:
             _pyplot()
@@ -175,7 +175,7 @@ def bench(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[
             parser.error(str(error))
     _check_output_path(parser, "--json", args.json)
     _check_output_path(parser, "--plot", args.plot)
-    from tensorplay import _bench
+    from tensorplay.bench import suite as _bench
 
     if args.from_json:
         if args.json:

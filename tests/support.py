@@ -39,7 +39,7 @@ def to_numpy(tensor) -> np.ndarray:
 
 
 def cuda_backend_or_skip(what: str):
-    """For ``tests/backends/`` only: the selected cuda backend, or skip the whole module (call at
+    """For ``tests/internals/`` only: the selected cuda backend, or skip the whole module (call at
     module level). ``what`` says what the module drives, for the skip reason."""
     from tensorplay.backends import accelerator_backend
 

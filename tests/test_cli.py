@@ -229,7 +229,7 @@ def _synthetic_run(cases, peers, name_length, title_length):
 @pytest.mark.parametrize("shape", [(1, 1, 10, 10), (25, 9, 90, 150), (4, 2, 60, 400)])
 def test_bench_plot_has_no_cut_or_overlapping_text(shape):
     pytest.importorskip("matplotlib")
-    from tensorplay import _bench_plot
+    from tensorplay.bench import plot as _bench_plot
 
     with open(SAVED_RUN) as handle:
         saved = json.load(handle)

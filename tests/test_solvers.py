@@ -8,7 +8,7 @@ import pytest
 
 import tensorplay as tp
 from support import accelerator_device, requires_accelerator, supports, to_numpy
-from tensorplay import _solvers
+from tensorplay.bench import solvers as _solvers
 
 
 def _numpy_apply(x):

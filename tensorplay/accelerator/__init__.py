@@ -14,14 +14,21 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from .. import _device
+from .._runtime import device as _device
 from ..backends import accelerator_backend, require_accelerator
-from . import _state
+from .._runtime import state as _state
 from ._streams import Event, Stream
 from .graphs import Graph, graph_pool_handle, is_current_stream_capturing
 from .memory import (
-    empty_cache, empty_host_cache, get_memory_info, max_memory_allocated, max_memory_reserved,
-    memory_allocated, memory_reserved, memory_stats, reset_accumulated_memory_stats,
+    empty_cache,
+    empty_host_cache,
+    get_memory_info,
+    max_memory_allocated,
+    max_memory_reserved,
+    memory_allocated,
+    memory_reserved,
+    memory_stats,
+    reset_accumulated_memory_stats,
     reset_peak_memory_stats,
 )
 from . import memory, random  # noqa: F401

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import threading
 
-from .. import _device
+from .._runtime import device as _device
 from ..backends import require_accelerator
-from . import _state
+from .._runtime import state as _state
 
 __all__ = ["Stream", "Event"]
 

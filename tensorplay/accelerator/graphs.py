@@ -42,12 +42,13 @@ import os
 import threading
 import weakref
 
-from .. import _device, _random
-from .._dispatch import body_watchers as _body_watchers
-from .._staging import plan_staging
+from .._runtime import device as _device
+from .._tensor import random as _random
+from .._runtime.dispatch import body_watchers as _body_watchers
+from ._staging import plan_staging
 from ..backends import require_accelerator
-from . import _state
-from ._body_writes import WhileBodyWatch
+from .._runtime import state as _state
+from .._runtime.body_writes import WhileBodyWatch
 from ._streams import Stream, wrong_kind
 
 __all__ = ["Graph", "graph_pool_handle", "is_current_stream_capturing"]
@@ -83,7 +84,7 @@ def _check_mode(mode) -> str:
 
 
 def _allocator(index: int):
-    from .._allocator import device_allocator
+    from .._runtime.allocator import device_allocator
 
     return device_allocator(index)
 
@@ -335,7 +336,7 @@ class Graph:
     # -- conditional nodes ------------------------------------------------------------------
     def _check_predicate(self, scalar_pred, call: str):
         from .._dtype import bool as bool_dtype
-        from .._tensor import Tensor
+        from .._tensor.tensor import Tensor
 
         if self._record is None:
             raise RuntimeError(f"{call}: only inside an open capture (capture_begin or with g:)")

@@ -2,7 +2,7 @@
 
 Every function targets the active accelerator backend and accepts a device object, a spelling
 such as ``"cuda:1"``, an integer index, or None for the current device. Figures come from
-tensorplay's caching allocator (``tensorplay._allocator``), which every byte of the accelerator's
+tensorplay's caching allocator (``_runtime.allocator``), which every byte of the accelerator's
 tensors — and, on cuda, of CuPy's temporaries — goes through; statistics use PyTorch's
 ``memory_stats`` key names (``allocated_bytes.all.current``, ``reserved_bytes.all.peak``,
 ``num_alloc_retries``, ``num_ooms``, ...). Memory of graph pools counts like any other.
@@ -17,9 +17,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Any
 
-from .. import _device
+from .._runtime import device as _device
 from ..backends import accelerator_backend, require_accelerator
-from . import _state
+from .._runtime import state as _state
 
 __all__ = ["empty_cache", "empty_host_cache", "get_memory_info", "max_memory_allocated",
            "max_memory_reserved", "memory_allocated", "memory_reserved", "memory_stats",
@@ -27,7 +27,7 @@ __all__ = ["empty_cache", "empty_host_cache", "get_memory_info", "max_memory_all
 
 
 def _allocator(device):
-    from .._allocator import device_allocator
+    from .._runtime.allocator import device_allocator
 
     return device_allocator(_device.resolve_accelerator_index(device))
 
@@ -44,7 +44,7 @@ def empty_cache() -> None:
     backend = accelerator_backend()
     if backend is None:
         return
-    from .._allocator import device_allocator
+    from .._runtime.allocator import device_allocator
 
     indices = range(backend.device_count())
     _state.check_capture_safe("empty_cache()", devices=indices)

@@ -19,8 +19,9 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 
-from .. import _device, _random
-from .._tensor import Tensor
+from .._runtime import device as _device
+from .._tensor import random as _random
+from .._tensor.tensor import Tensor
 from ..backends import require_accelerator
 
 __all__ = ["get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all",

@@ -20,7 +20,7 @@ How a backend plugs in
    objects of the backend's own, and the layer above never looks inside them except for
    ``device_index``.
 2. Memory: the backend hands out raw device allocations (``malloc``/``free``) and makes array
-   views over them (``as_array``). It never caches: ``tensorplay._allocator`` does, for every
+   views over them (``as_array``). It never caches: ``_runtime.allocator`` does, for every
    accelerator backend (see Note [graph pool lifetime] there).
 3. Work: every tensor op builds a zero-argument *kernel* (a closure over ``xp`` arrays that writes
    into preallocated outputs) and hands it to ``launch(stream, kernel)``. Host runs it at once;

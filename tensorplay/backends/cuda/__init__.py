@@ -7,7 +7,7 @@ How the pieces fit:
   and the CUDA error), plus the device guard and the relaxed-capture-mode guard.
 - ``_streams.py``: :class:`CudaStream` (a non-blocking CuPy stream, or the legacy NULL stream as
   each device's default) and :class:`CudaEvent`.
-- ``_cupy_bridge.py``: CuPy's allocator hook into ``tensorplay._allocator`` (installed at first
+- ``_cupy_bridge.py``: CuPy's allocator hook into ``_runtime.allocator`` (installed at first
   use, not at import) and the binding of CuPy's current stream to tensorplay's.
 - ``_kernels.py``: tensorplay's NVRTC kernels (conditional-handle setter, fused staging).
 - ``_graphs.py``: capture, if/while nodes, instantiate/launch bookkeeping, DOT dumps.
@@ -47,8 +47,14 @@ else:
     _IMPORT_ERROR = None
     from . import _cupy_bridge, _graphs, _kernels, _streams
     from ._graphs import CudaExecutable, CudaGraph
-    from ._runtime import (NOT_READY, SUCCESS, check, device_guard, raise_error,
-                           relaxed_capture_mode)
+    from ._runtime import (
+        NOT_READY,
+        SUCCESS,
+        check,
+        device_guard,
+        raise_error,
+        relaxed_capture_mode,
+    )
     from ._streams import CudaEvent, CudaStream
 
     _graph_launch = runtime.cudaGraphLaunch
@@ -459,11 +465,11 @@ class CudaBackend:
     def graph_to_dot(self, graph: CudaGraph, path: str, verbose: bool) -> None:
         _graphs.to_dot(graph, str(path), bool(verbose))
 
-    # -- math the op layer asks the backend for (tensorplay._dispatch) -----------------------
+    # -- math the op layer asks the backend for (_runtime.dispatch) -----------------------------
     def matmul(self, a, b, out=None):
         """``numpy.matmul`` for CuPy arrays that also works while the stream captures (cuBLAS
         outside a capture, tensorplay's NVRTC GEMM inside one): :func:`._linalg.matmul`."""
-        from . import _linalg   # not at import: nothing compiles, sim/none never load it
+        from . import _linalg  # not at import: nothing compiles, sim/none never load it
         return _linalg.matmul(a, b, out=out)
 
     def erf(self, x):
@@ -473,7 +479,7 @@ class CudaBackend:
 
     def fuse(self, name: str, function):
         """``function`` (of CuPy arrays) as one kernel named ``name``: ``cupy.fuse``
-        (``tensorplay._fusion``)."""
+        (``_tensor.fusion``)."""
         return cupy.fuse(kernel_name=name)(function)
 
     def empty_host_cache(self) -> None:

@@ -1,7 +1,7 @@
 """Pointing CuPy at tensorplay: its allocator hook and its current stream.
 
 Allocations. ``cupy.cuda.set_allocator(hook)`` routes every CuPy allocation (a result CuPy makes
-itself, and the temporaries of reductions, matmul, sorting ...) into ``tensorplay._allocator``,
+itself, and the temporaries of reductions, matmul, sorting ...) into ``_runtime.allocator``,
 so that ``memory_allocated()`` counts them and, while a stream captures, they come from the
 graph's pool (Note [graph pool lifetime] in ``tensorplay/_allocator.py``). The hook wraps the
 ``Allocation`` it gets in ``UnownedMemory`` with the Allocation as owner: the block returns to the
@@ -72,7 +72,7 @@ def hook(nbytes: int):
     if nbytes == 0:
         return _MemoryPointer(_UnownedMemory(0, 0, None, device_index), 0)
     if _device_allocator is None:
-        from ... import _allocator
+        from ..._runtime import allocator as _allocator
 
         _device_allocator = _allocator.device_allocator
     allocation = _device_allocator(device_index).malloc(nbytes, stream_key(device_index))

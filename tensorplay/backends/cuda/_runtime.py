@@ -4,7 +4,7 @@ cuda-bindings returns ``(err, *values)`` tuples instead of raising. :func:`check
 values or into an exception that names the call and the CUDA error:
 
 - ``cudaErrorMemoryAllocation`` becomes ``MemoryError`` (after clearing the runtime's last
-  error), so that ``tensorplay._allocator`` can empty its cache, retry once, and then raise
+  error), so that ``tensorplay._runtime.allocator`` can empty its cache, retry once, and then raise
   ``tensorplay.OutOfMemoryError`` with its figures;
 - every other error becomes :class:`CudaRuntimeError` (a ``RuntimeError``):
   ``"cudaMalloc failed: cudaErrorInvalidValue (invalid argument)"``.

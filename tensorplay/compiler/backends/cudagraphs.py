@@ -31,8 +31,8 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
-from ... import _writes
-from ..._tensor import Tensor
+from ..._runtime import writes as _writes
+from ..._tensor.tensor import Tensor
 
 log = logging.getLogger("tensorplay.compiler")
 

@@ -23,9 +23,11 @@ import builtins
 
 import numpy as np
 
-from . import _dispatch, _dtype, _ops
-from ._tensor import Tensor, _normalize_dim
-from ._views import _make_view, unsqueeze_stride
+from .._runtime import dispatch as _dispatch
+from .. import _dtype
+from . import elementwise as _ops
+from .tensor import Tensor, _normalize_dim
+from .views import _make_view, unsqueeze_stride
 
 __all__ = ["getitem", "setitem", "nonzero", "masked_fill", "masked_select", "index_select",
            "gather", "take"]
@@ -52,7 +54,7 @@ def _is_mask(index: Tensor) -> bool:
 
 def _as_index_tensor(item, device) -> Tensor:
     """A list/array/tensor index as a Tensor on ``device`` (copied there if needed)."""
-    from . import _creation
+    from . import creation as _creation
 
     if isinstance(item, Tensor):
         item._check_guard()
@@ -249,7 +251,7 @@ def _check_writable(tensor: Tensor, op: str) -> None:
 
 def _value_operand(tensor: Tensor, value, op: str):
     """(xp value for the kernel, its shape): a scalar of the tensor's dtype, or an array."""
-    from . import _creation
+    from . import creation as _creation
 
     if not isinstance(value, Tensor) and not isinstance(value, _ops._Number):
         value = _creation.tensor(value, dtype=tensor.dtype)  # checks each value fits, as torch
@@ -352,7 +354,7 @@ def _prod(shape) -> int:
 def nonzero(input, *, as_tuple: bool = False):
     """Indices of the nonzero elements: an ``(n, ndim)`` int64 tensor, or (``as_tuple``) one
     1-D tensor per dimension. Reads the data on the host (the result's size depends on it)."""
-    from . import _creation
+    from . import creation as _creation
 
     tensor = _tensor(input, "nonzero")
     host = np.asarray(tensor._host_copy("nonzero()"))

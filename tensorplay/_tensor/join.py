@@ -20,9 +20,11 @@ import math
 
 import numpy as np
 
-from . import _dispatch, _dtype, _ops
-from ._reductions import _accumulate
-from ._tensor import Tensor, _normalize_dim
+from .._runtime import dispatch as _dispatch
+from .. import _dtype
+from . import elementwise as _ops
+from .reductions import _accumulate
+from .tensor import Tensor, _normalize_dim
 
 __all__ = ["matmul", "mm", "bmm", "dot", "addmm", "outer", "cat", "concat", "concatenate",
            "stack", "where", "clamp", "clip", "clamp_min", "clamp_max", "flip", "tril", "triu",
@@ -315,7 +317,7 @@ def where(condition, input=None, other=None) -> Tensor:
     """
     condition = _tensor_arg(condition, "where", "condition")
     if input is None and other is None:
-        from . import _indexing
+        from . import indexing as _indexing
 
         return _indexing.nonzero(condition, as_tuple=True)
     if condition.dtype is not _dtype.bool:

@@ -158,7 +158,7 @@ def test_memcpy_and_host_transfers(backend, make):
 
 
 def test_cupy_temporaries_go_through_tensorplays_allocator(backend):
-    from tensorplay._allocator import device_allocator
+    from tensorplay._runtime.allocator import device_allocator
 
     allocator = device_allocator(0)
     stream = backend.create_stream(0, 0)

@@ -24,7 +24,7 @@ import types
 import numpy as np
 
 from .. import _dtype
-from .._writes import byte_span
+from .writes import byte_span
 
 __all__ = ["WhileBodyWatch"]
 
@@ -90,7 +90,7 @@ def referenced_ranges(kernel, backend) -> list[tuple[int, int]] | None:
     """The device byte ranges of every ``xp`` array ``kernel`` can reach through its closure,
     partial arguments, bound objects and containers; None when something cannot be seen into
     (Note [while predicate writes])."""
-    from .._tensor import Tensor
+    from .._tensor.tensor import Tensor
 
     device_array = backend.xp.ndarray
     leaves = _leaf_types(backend)

@@ -22,7 +22,7 @@ from operator import is_ as _is
 
 import numpy as np
 
-from ._tensor import Tensor
+from .._tensor.tensor import Tensor
 
 
 def _describe(tensor: Tensor) -> str:

@@ -66,7 +66,7 @@ import sys
 import threading
 from typing import Any
 
-from ._errors import OutOfMemoryError
+from .._errors import OutOfMemoryError
 
 __all__ = ["Allocation", "CachingAllocator", "device_allocator"]
 
@@ -753,7 +753,7 @@ def device_allocator(index: int) -> CachingAllocator:
         RuntimeError: on a host-only build (from ``backends.require_accelerator()``).
         TypeError: ``index`` is not an int. ValueError: it is out of range.
     """
-    from .backends import require_accelerator
+    from ..backends import require_accelerator
 
     backend = require_accelerator()
     if isinstance(index, bool) or not isinstance(index, int):

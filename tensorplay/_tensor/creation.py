@@ -13,8 +13,9 @@ import math
 import ml_dtypes
 import numpy as np
 
-from . import _device, _dispatch, _dtype
-from ._tensor import Tensor
+from .._runtime import device as _device, dispatch as _dispatch
+from .. import _dtype
+from .tensor import Tensor
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
            "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "eye"]
@@ -262,7 +263,7 @@ def _from_host(array: np.ndarray, device, dtype) -> Tensor:
             data = np.array(array, dtype=dtype.numpy, copy=True, order="C")
         return Tensor._make(data, device, dtype)
     out = Tensor._make(_dispatch.empty(device, array.shape, dtype), device, dtype)
-    from . import _transfer
+    from . import transfer as _transfer
 
     _transfer._copy_from_host(out, array)
     return out
@@ -306,7 +307,7 @@ def from_dlpack(obj) -> Tensor:
     """A tensor sharing memory with any object that implements the DLPack protocol (NumPy,
     PyTorch, CuPy, JAX). Host data becomes a cpu tensor; CUDA data a cuda tensor when this
     build's accelerator is cuda."""
-    from .backends import accelerator_backend
+    from ..backends import accelerator_backend
 
     if isinstance(obj, Tensor):
         return obj

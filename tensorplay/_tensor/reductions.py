@@ -19,8 +19,9 @@ from collections import namedtuple
 
 import numpy as np
 
-from . import _dispatch, _dtype
-from ._tensor import Tensor, _normalize_dim
+from .._runtime import dispatch as _dispatch
+from .. import _dtype
+from .tensor import Tensor, _normalize_dim
 
 __all__ = ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "all", "any",
            "std", "var", "norm", "logsumexp", "cumsum", "cumprod", "count_nonzero", "sort",
@@ -274,7 +275,7 @@ def _values_indices(op: str, tensor: Tensor, dim, keepdim: bool, finder: str):
 def _max_min(op: str, input, dim, keepdim, other):
     finder = "argmax" if op == "max" else "argmin"
     if isinstance(dim, Tensor) or other is not None:
-        from . import _ops
+        from . import elementwise as _ops
 
         return _ops.binary("maximum" if op == "max" else "minimum", input,
                            dim if other is None else other)

@@ -50,10 +50,21 @@ from typing import Any
 
 import numpy as np
 
-from .. import _dtype
-from . import _sim_graph as graph_nodes
-from ._sim_graph import (Capture, ConditionalNode, GraphNode, HostCopyNode, KernelNode, MemcpyNode,
-                         NodeFailure, SetConditionalNode, SimExecutable, SimGraph, StageNode)
+from ... import _dtype
+from . import graph as graph_nodes
+from .graph import (
+    Capture,
+    ConditionalNode,
+    GraphNode,
+    HostCopyNode,
+    KernelNode,
+    MemcpyNode,
+    NodeFailure,
+    SetConditionalNode,
+    SimExecutable,
+    SimGraph,
+    StageNode,
+)
 
 __all__ = ["SimBackend", "SimStream", "SimEvent", "SimGraph", "SimExecutable", "create_backend"]
 

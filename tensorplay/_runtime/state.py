@@ -60,7 +60,7 @@ def current_stream(index: int):
     """This thread's current public Stream on device ``index`` (the default stream until set)."""
     stream = _streams_of_thread().get(index)
     if stream is None:
-        from ._streams import default_stream
+        from ..accelerator._streams import default_stream
 
         stream = default_stream(index)
     return stream

@@ -41,7 +41,7 @@ class _Fused:
         """The compiled (cuda) or plain (NumPy) function for the namespace ``xp``."""
         function = self._by_xp.get(id(xp))
         if function is None:
-            from . import _dispatch
+            from .._runtime import dispatch as _dispatch
 
             with self._lock:
                 function = self._by_xp.get(id(xp))

@@ -21,8 +21,10 @@ import operator
 
 import numpy as np
 
-from . import _dispatch, _dtype, _writes
-from ._tensor import Tensor
+from .._runtime import dispatch as _dispatch
+from .. import _dtype
+from .._runtime import writes as _writes
+from .tensor import Tensor
 
 _Number = (bool, int, float, complex, np.number, np.bool_)
 
@@ -33,7 +35,7 @@ def _operand_device(operands, op: str):
     if len(devices) == 1:
         return devices.pop()
     if not devices:
-        from ._device import CPU
+        from .._runtime.device import CPU
 
         return CPU
     main = {o.device for o in operands
@@ -297,7 +299,7 @@ def fill_(tensor: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         if value.numel() != 1:
             raise RuntimeError(f"fill_ takes a one-element tensor, got shape {value.shape}")
-        from . import _transfer
+        from . import transfer as _transfer
 
         return _transfer.copy_(tensor, value.reshape(()))
     _check_operand(value, "fill_")
@@ -305,7 +307,7 @@ def fill_(tensor: Tensor, value) -> Tensor:
     data = tensor._data
     if isinstance(value, complex) and not tensor.dtype.is_complex:
         value = value.real
-    from ._creation import check_value_fits
+    from .creation import check_value_fits
 
     check_value_fits(value, tensor.dtype, "fill_")  # 300 into int8 raises, as in PyTorch
     scalar = _cast(value, tensor.dtype.numpy, None)  # -1 into uint8 wraps, as in PyTorch
@@ -328,7 +330,7 @@ class _UfuncTable(dict):
     """``{is_cpu: {op: ufunc}}`` filled on first use (the accelerator's xp imports lazily)."""
 
     def __missing__(self, is_cpu):
-        from .backends import accelerator_backend, host_backend
+        from ..backends import accelerator_backend, host_backend
 
         xp = host_backend().xp if is_cpu else accelerator_backend().xp
         table = {op: getattr(xp, _BINARY[op]) for op in _FAST_OPS}

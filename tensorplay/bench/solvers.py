@@ -5,7 +5,7 @@ The operator is the 5-point stencil on an ``n x n`` grid with zero Dirichlet bou
 (no matrix is formed). :func:`cg_graph` captures the whole solve into one graph whose while node
 stops on the relative residual, so the host launches once per solve.
 
-One CG iteration is five fused kernels and two sums (``tensorplay._fusion``: one CuPy kernel each
+One CG iteration is five fused kernels and two sums (``_tensor.fusion``: one CuPy kernel each
 on cuda, NumPy op by op elsewhere): the search direction lives in a zero-padded ``(n+2, n+2)``
 buffer so that the stencil reads five shifted views of it in one elementwise kernel.
 """
@@ -18,8 +18,8 @@ import ml_dtypes
 
 import tensorplay as tp
 
-from . import _dispatch
-from ._fusion import fused
+from .._runtime import dispatch as _dispatch
+from .._tensor.fusion import fused
 
 
 def poisson_apply(x, out):

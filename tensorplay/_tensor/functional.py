@@ -14,8 +14,15 @@ import builtins
 
 import numpy as np
 
-from . import _combine, _dtype, _indexing, _ops, _reductions, _views
-from ._tensor import Tensor
+from . import join as _combine
+from .. import _dtype
+from . import (
+    indexing as _indexing,
+    elementwise as _ops,
+    reductions as _reductions,
+    views as _views,
+)
+from .tensor import Tensor
 
 _ALIASES = {  # PyTorch's alternative names
     "subtract": "sub", "multiply": "mul", "divide": "div", "true_divide": "div",
@@ -242,7 +249,7 @@ def _converter(name: str, dtype: _dtype.dtype):
 
 def _new(kind: str):
     def method(self, *size, dtype=None, device=None) -> Tensor:
-        from . import _creation
+        from . import creation as _creation
 
         dtype = self.dtype if dtype is None else dtype
         device = self.device if device is None else device

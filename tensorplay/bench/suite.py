@@ -20,7 +20,7 @@ import numpy as np
 
 import tensorplay as tp
 
-from . import _bench_peers as peers
+from . import peers
 
 
 def _progress(done: int, total: int, label: str) -> None:
@@ -126,13 +126,13 @@ class Suite:
             self.add(case, impl, time_per_call(fn, sync, self.calls // 10))
 
     def mlp(self) -> None:
-        from ._bench_models import mlp_case
+        from .models import mlp_case
 
         for impl, us in mlp_case(self.device, self.calls // 10):
             self.add("MLP 4x512, batch 8, GELU", impl, us)
 
     def cg(self) -> None:
-        from ._bench_models import cg_case
+        from .models import cg_case
 
         n = 32 if self.small else 256
         for row in cg_case(self.device, n):
@@ -180,7 +180,7 @@ def _header(run: dict) -> str:
 
 def _write_plot(run: dict, plot_path: str | None) -> None:
     if plot_path:
-        from ._bench_plot import plot
+        from .plot import plot
 
         plot(run, plot_path)
         print(f"wrote {plot_path}")

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from . import _dtype
+from .. import _dtype
 
 __all__ = ["tensor_repr"]
 

@@ -6,8 +6,15 @@ Each method forwards to the one implementation in ``_ops``, ``_reductions``, ``_
 
 from __future__ import annotations
 
-from . import _combine, _functional, _indexing, _ops, _reductions, _views
-from ._tensor import Tensor
+from . import (
+    join as _combine,
+    functional as _functional,
+    indexing as _indexing,
+    elementwise as _ops,
+    reductions as _reductions,
+    views as _views,
+)
+from .tensor import Tensor
 
 
 def _binary_method(op: str):
@@ -78,7 +85,7 @@ def install() -> None:
     Tensor.__rmatmul__ = lambda self, other: _combine.matmul(other, self)
     Tensor.__getitem__ = _indexing.getitem
     Tensor.__setitem__ = _indexing.setitem
-    from . import _random
+    from . import random as _random
 
     Tensor.uniform_ = _random.uniform_
     Tensor.normal_ = _random.normal_

@@ -21,8 +21,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import _dispatch, _dtype
-from ._tensor import Tensor, _normalize_dim
+from .._runtime import dispatch as _dispatch
+from .. import _dtype
+from .tensor import Tensor, _normalize_dim
 
 __all__ = ["view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "permute",
            "transpose", "swapaxes", "swapdims", "t", "adjoint", "unsqueeze", "squeeze", "expand",
@@ -281,7 +282,7 @@ def adjoint(tensor: Tensor) -> Tensor:
 def _conj(tensor: Tensor) -> Tensor:
     if not tensor.dtype.is_complex:
         return tensor
-    from . import _ops
+    from . import elementwise as _ops
 
     return _ops.elementwise("conj", "conjugate", [tensor])
 

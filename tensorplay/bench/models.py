@@ -6,9 +6,9 @@ import time
 
 import tensorplay as tp
 
-from . import _bench_peers as peers
-from . import _solvers
-from ._bench import time_per_call
+from . import peers
+from . import solvers as _solvers
+from .suite import time_per_call
 
 WIDTH, BATCH, LAYERS = 512, 8, 4
 

@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (RuleBasedStateMachine, invariant, precondition, rule)
 
-from tensorplay import _allocator
-from tensorplay._allocator import Allocation, CachingAllocator
+from tensorplay._runtime import allocator as _allocator
+from tensorplay._runtime.allocator import Allocation, CachingAllocator
 from tensorplay._errors import OutOfMemoryError
 
 KiB, MiB = 1 << 10, 1 << 20

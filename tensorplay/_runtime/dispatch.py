@@ -6,7 +6,7 @@ for ``cuda``). An op (1) checks its arguments and works out the result's shape a
 the result to :func:`launch`. So:
 
 - on ``cpu`` the memory is a fresh NumPy array and the kernel runs at once;
-- on an accelerator the memory is a block of ``tensorplay._allocator`` taken on the current
+- on an accelerator the memory is a block of ``tensorplay._runtime.allocator`` taken on the current
   stream (from the graph's pool while that stream captures), and the kernel goes to the backend:
   queued (sim), run on the bound CuPy stream (cuda), or recorded while capturing.
 
@@ -24,9 +24,9 @@ import math
 
 import numpy as np
 
-from . import _dtype
-from ._device import device as _device_cls
-from .backends import accelerator_backend, host_backend
+from .. import _dtype
+from .device import device as _device_cls
+from ..backends import accelerator_backend, host_backend
 
 _accelerator = None
 _host = None
@@ -97,7 +97,7 @@ def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype):
     """A new C-contiguous ``xp`` array for a result on ``device`` (contents undefined)."""
     if device.type == "cpu":
         return host_backend().empty(shape, dtype.numpy)
-    from ._allocator import device_allocator
+    from .allocator import device_allocator
 
     index = device.index
     nbytes = math.prod(shape) * dtype.itemsize
@@ -136,7 +136,7 @@ def launch(device: _device_cls, kernel) -> None:
 
 def _current_native_stream(index: int):
     global _current_native_stream
-    from .accelerator._state import current_native_stream
+    from .state import current_native_stream
 
     _current_native_stream = current_native_stream
     return current_native_stream(index)
@@ -151,7 +151,7 @@ def named(name: str, kernel, **attrs):
 
 
 def current_native_stream(device: _device_cls):
-    from .accelerator import _state
+    from . import state as _state
 
     return _state.current_native_stream(device.index)
 

@@ -12,8 +12,9 @@ import builtins
 
 import numpy as np
 
-from . import _dispatch, _dtype
-from ._device import device as _device_cls
+from .._runtime import dispatch as _dispatch
+from .. import _dtype
+from .._runtime.device import device as _device_cls
 
 __all__ = ["Tensor"]
 
@@ -138,7 +139,7 @@ class Tensor:
         self._check_guard()
         if self._device.type == "cpu":
             return self._data
-        from .accelerator import _state
+        from .._runtime import state as _state
 
         native = _state.current_native_stream(self._device.index)
         _state.check_capture_safe(call, native)
@@ -178,7 +179,7 @@ class Tensor:
     def to(self, *args, **kwargs) -> "Tensor":
         """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)``; returns
         ``self`` when nothing changes, unless ``copy=True``."""
-        from . import _transfer
+        from . import transfer as _transfer
 
         return _transfer.to(self, *args, **kwargs)
 
@@ -187,7 +188,7 @@ class Tensor:
 
     def clone(self) -> "Tensor":
         """A contiguous copy on the same device."""
-        from . import _transfer
+        from . import transfer as _transfer
 
         return _transfer.clone(self)
 
@@ -197,12 +198,12 @@ class Tensor:
     def copy_(self, src, non_blocking: bool = False) -> "Tensor":
         """Copy ``src`` into this tensor, broadcasting and casting; ``src`` may be on another
         device (a copy from or to the host waits for the device)."""
-        from . import _transfer
+        from . import transfer as _transfer
 
         return _transfer.copy_(self, src)
 
     def fill_(self, value) -> "Tensor":
-        from . import _ops
+        from . import elementwise as _ops
 
         return _ops.fill_(self, value)
 
@@ -215,7 +216,7 @@ class Tensor:
         return self.to(_dtype.to_dtype(dtype))
 
     def __repr__(self) -> str:
-        from . import _repr
+        from . import repr as _repr
 
         return _repr.tensor_repr(self)
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import _device, _dispatch, _dtype
-from ._tensor import Tensor
+from .._runtime import device as _device, dispatch as _dispatch
+from .. import _dtype
+from .tensor import Tensor
 
 
 def _parse_to(tensor: Tensor, args, kwargs):
@@ -73,12 +74,12 @@ def copy_(dst: Tensor, src) -> Tensor:
     """Copy ``src`` (Tensor, NumPy array or Python value) into ``dst`` with broadcasting."""
     dst._check_guard()
     if not isinstance(src, Tensor):
-        from . import _creation
+        from . import creation as _creation
 
         src = _creation.tensor(src)
     src._check_guard()
     _check_broadcast(dst, src.shape)
-    from . import _ops
+    from . import elementwise as _ops
 
     _ops.check_no_overlap(dst, "copy_")
     if src.device == dst.device:
@@ -94,7 +95,7 @@ def copy_(dst: Tensor, src) -> Tensor:
 
 
 def _copy_from_host(dst: Tensor, host: np.ndarray) -> None:
-    from .accelerator import _state
+    from .._runtime import state as _state
 
     native = _state.current_native_stream(dst.device.index)
     _state.check_capture_safe("copy from the host (tensor creation/copy_)", native)
@@ -111,8 +112,8 @@ def _copy_from_host(dst: Tensor, host: np.ndarray) -> None:
 
 
 def _copy_between_devices(dst: Tensor, src: Tensor) -> None:
-    from .accelerator import _state
-    from .accelerator._streams import Event
+    from .._runtime import state as _state
+    from ..accelerator._streams import Event
 
     backend = _dispatch.backend_of(dst.device)
     source = src.contiguous()

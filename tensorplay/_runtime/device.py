@@ -99,7 +99,7 @@ def _canonical(kind: str, index: int) -> device:
 
 def _valid_devices_text(accelerator) -> str:
     if accelerator is None:
-        from .backends import no_accelerator_advice
+        from ..backends import no_accelerator_advice
 
         return ("this build has no accelerator, so the only device is 'cpu'. "
                 + no_accelerator_advice())
@@ -119,8 +119,8 @@ def resolve(spelling, *, default_cpu: bool = False) -> device:
         ValueError: a device type this build does not have, or an index out of range.
         TypeError: something that is not a device spelling at all.
     """
-    from .backends import accelerator_backend
-    from .accelerator import _state
+    from ..backends import accelerator_backend
+    from . import state as _state
 
     accelerator = accelerator_backend()
     if spelling is None:
@@ -163,7 +163,7 @@ def resolve_accelerator_index(spelling) -> int:
         RuntimeError: on a host-only build (via ``backends.require_accelerator``).
         ValueError: for ``cpu`` or a bad spelling.
     """
-    from .backends import require_accelerator
+    from ..backends import require_accelerator
 
     require_accelerator()
     resolved = resolve(spelling)

@@ -18,8 +18,10 @@ import threading
 
 import numpy as np
 
-from . import _device, _dispatch, _dtype, _philox, _writes
-from ._tensor import Tensor
+from .._runtime import device as _device, dispatch as _dispatch
+from .. import _dtype, _philox
+from .._runtime import writes as _writes
+from .tensor import Tensor
 
 __all__ = ["manual_seed", "initial_seed", "seed", "rand", "randn", "randint", "normal"]
 
@@ -66,7 +68,7 @@ class Generator:
         if self._state is None:
             with _lock:
                 if self._state is None:
-                    from ._creation import tensor
+                    from .creation import tensor
 
                     self._state = tensor([self.initial_seed, 0], dtype=_dtype.uint64,
                                          device=self.device)
@@ -196,21 +198,21 @@ def random_(tensor: Tensor, low: int, high: int) -> Tensor:
 
 def rand(*size, dtype=None, device=None) -> Tensor:
     """Uniform numbers in ``[0, 1)``."""
-    from ._creation import empty
+    from .creation import empty
 
     return uniform_(empty(*size, dtype=_float_dtype(dtype, "rand"), device=device))
 
 
 def randn(*size, dtype=None, device=None) -> Tensor:
     """Standard normal numbers."""
-    from ._creation import empty
+    from .creation import empty
 
     return normal_(empty(*size, dtype=_float_dtype(dtype, "randn"), device=device))
 
 
 def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
     """Integers uniform in ``[low, high)`` (``randint(high, size)`` starts at 0)."""
-    from ._creation import empty
+    from .creation import empty
 
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
@@ -227,7 +229,7 @@ def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
 
 def normal(mean: float, std: float, size, dtype=None, device=None) -> Tensor:
     """Normal numbers of the given ``size``."""
-    from ._creation import empty
+    from .creation import empty
 
     return normal_(empty(*tuple(size), dtype=_float_dtype(dtype, "normal"), device=device),
                    mean, std)
@@ -236,7 +238,7 @@ def normal(mean: float, std: float, size, dtype=None, device=None) -> Tensor:
 def manual_seed(value) -> None:
     """Seed the cpu generator and every accelerator device's generator (as torch.manual_seed)
     with an int or an integral float (``2.0``); see :func:`normalize_seed` for what is refused."""
-    from .backends import accelerator_backend
+    from ..backends import accelerator_backend
 
     generator_for(_device.CPU).manual_seed(value)
     backend = accelerator_backend()

@@ -18,7 +18,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tensorplay import _dtype
-from tensorplay.backends import _sim_graph, sim
+from tensorplay.backends import sim
+from tensorplay.backends.sim import graph as _sim_graph
 from tensorplay.backends.sim import SimBackend, SimEvent, SimExecutable, SimGraph, SimStream
 
 

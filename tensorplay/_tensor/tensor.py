@@ -139,10 +139,10 @@ class Tensor:
         self._check_guard()
         if self._device.type == "cpu":
             return self._data
-        from .._runtime import state as _state
+        from .._runtime import capture as _capture, state as _state
 
         native = _state.current_native_stream(self._device.index)
-        _state.check_capture_safe(call, native)
+        _capture.check_capture_safe(call, native)
         return _dispatch.backend_of(self._device).to_host(native, self._data)
 
     def item(self):

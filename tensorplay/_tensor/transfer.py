@@ -95,10 +95,10 @@ def copy_(dst: Tensor, src) -> Tensor:
 
 
 def _copy_from_host(dst: Tensor, host: np.ndarray) -> None:
-    from .._runtime import state as _state
+    from .._runtime import capture as _capture, state as _state
 
     native = _state.current_native_stream(dst.device.index)
-    _state.check_capture_safe("copy from the host (tensor creation/copy_)", native)
+    _capture.check_capture_safe("copy from the host (tensor creation/copy_)", native)
     backend = _dispatch.backend_of(dst.device)
     # np.array, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,)
     with np.errstate(over="ignore", invalid="ignore"):  # casts are silent, as PyTorch's

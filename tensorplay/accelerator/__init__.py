@@ -16,7 +16,7 @@ from typing import Any
 
 from .._runtime import device as _device
 from ..backends import accelerator_backend, require_accelerator
-from .._runtime import state as _state
+from .._runtime import capture as _capture, state as _state
 from ._streams import Event, Stream
 from .graphs import Graph, graph_pool_handle, is_current_stream_capturing
 from .memory import (
@@ -127,7 +127,7 @@ def synchronize(device=None) -> None:
     if backend is None:
         return
     index = _device.resolve_accelerator_index(device)
-    _state.check_capture_safe("synchronize()", devices=(index,))
+    _capture.check_capture_safe("synchronize()", devices=(index,))
     backend.synchronize_device(index)
 
 

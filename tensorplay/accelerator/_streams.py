@@ -12,7 +12,7 @@ import threading
 
 from .._runtime import device as _device
 from ..backends import require_accelerator
-from .._runtime import state as _state
+from .._runtime import capture as _capture, state as _state
 
 __all__ = ["Stream", "Event"]
 
@@ -86,7 +86,7 @@ class Stream:
         Raises:
             RuntimeError: during a capture that forbids waiting (Note [capture-unsafe calls]).
         """
-        _state.check_capture_safe("Stream.synchronize()", self._native)
+        _capture.check_capture_safe("Stream.synchronize()", self._native)
         require_accelerator().stream_synchronize(self._native)
 
     def record_event(self, event: "Event | None" = None) -> "Event":
@@ -204,7 +204,7 @@ class Event:
         Raises:
             RuntimeError: during a capture that forbids waiting (Note [capture-unsafe calls]).
         """
-        _state.check_capture_safe("Event.synchronize()")
+        _capture.check_capture_safe("Event.synchronize()")
         if self._native is not None:
             require_accelerator().event_synchronize(self._native)
 

@@ -47,7 +47,7 @@ from .._tensor import random as _random
 from .._runtime.dispatch import body_watchers as _body_watchers
 from ._staging import plan_staging
 from ..backends import require_accelerator
-from .._runtime import state as _state
+from .._runtime import capture as _capture, state as _state
 from .._runtime.body_writes import WhileBodyWatch
 from ._streams import Stream, wrong_kind
 
@@ -125,7 +125,7 @@ class Graph:
         self._device_index: int | None = None
         self._capture_stream: Stream | None = None
         self._previous_stream: Stream | None = None
-        self._record: _state.CaptureRecord | None = None
+        self._record: _capture.CaptureRecord | None = None
         self._refusal: str | None = None          # why capture_end must discard the capture
         self._discarded_because: str | None = None
         # open conditional bodies, innermost last: (body stream, parent stream, while watch)
@@ -217,9 +217,9 @@ class Graph:
         _state.set_current_stream(stream)
         on_exit = None if self._mode == "relaxed" else \
             weakref.WeakMethod(self._discard_after_thread_exit)
-        self._record = _state.CaptureRecord(stream._native, index, self._mode, on_exit)
+        self._record = _capture.CaptureRecord(stream._native, index, self._mode, on_exit)
         self._refusal = self._discarded_because = None
-        _state.register_capture(self._record)
+        _capture.register_capture(self._record)
 
     def capture_end(self) -> None:
         """End capture and compile the executable (paid here, not on first replay).
@@ -288,7 +288,7 @@ class Graph:
         """Stop routing allocations to the pool and restore the caller's stream (on the thread
         that began the capture: the current stream is per thread)."""
         record = self._record
-        _state.unregister_capture(record)
+        _capture.unregister_capture(record)
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id,
                                                             self._capture_stream._native)
         if restore_stream and record.thread_id == threading.get_ident():

@@ -19,7 +19,7 @@ from typing import Any
 
 from .._runtime import device as _device
 from ..backends import accelerator_backend, require_accelerator
-from .._runtime import state as _state
+from .._runtime import capture as _capture
 
 __all__ = ["empty_cache", "empty_host_cache", "get_memory_info", "max_memory_allocated",
            "max_memory_reserved", "memory_allocated", "memory_reserved", "memory_stats",
@@ -47,7 +47,7 @@ def empty_cache() -> None:
     from .._runtime.allocator import device_allocator
 
     indices = range(backend.device_count())
-    _state.check_capture_safe("empty_cache()", devices=indices)
+    _capture.check_capture_safe("empty_cache()", devices=indices)
     for index in indices:
         device_allocator(index).empty_cache()
 

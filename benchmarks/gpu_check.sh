@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # One GPU session in one call: install, info, the conformance suite and backend tests on cuda,
 # then the benchmark suite. Everything lands under $OUT (the device tool brings it back).
-# Usage: bash benchmarks/gpu_check.sh [all|tests|bench|quick] [extra pytest args...]
+# Usage: bash benchmarks/gpu_check.sh [all|tests|bench|quick|probe|eager] [extra pytest args...]
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TENSORPLAY_ACCELERATOR=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/info.txt"
 python3 -m tensorplay info 2>&1 | tee -a "$OUT/info.txt"
+if [ "$what" = probe ] || [ "$what" = eager ]; then
+  timeout 200 python3 benchmarks/eager_probe.py 2>&1 | tee "$OUT/eager_probe.txt"
+fi
+if [ "$what" = eager ] || [ "$what" = all ]; then
+  timeout 240 python3 benchmarks/check_cuda_elementwise.py --quick > "$OUT/check_cuda_elementwise.txt" 2>&1
+  echo "check_cuda_elementwise exit $?"; tail -25 "$OUT/check_cuda_elementwise.txt"
+fi
 if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \
     | tee "$OUT/quick.log" | tail -60
 fi
-if [ "$what" = all ] || [ "$what" = tests ]; then
+if [ "$what" = all ] || [ "$what" = tests ] || [ "$what" = eager ]; then
   timeout 300 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
     tests "$@" > "$OUT/conformance_cuda.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -60

@@ -47,8 +47,8 @@ for count in (1, 8):
         (f"Graph.stage_and_launch ({count})", lambda: graph.stage_and_launch(statics, fresh)),
     ]
     if dev.startswith("cuda"):
-        from tensorplay.backends.cuda import _bench_hooks
-        rows.append(("raw cudaGraphLaunch", _bench_hooks.raw_launcher(graph, stream)))
+        from tensorplay.bench.peers import raw_graph_launcher
+        rows.append(("raw cudaGraphLaunch", raw_graph_launcher(graph, stream)))
         rows.append((f"stage.load ({count})", lambda: exe.stage_in.load(copies)))
     for label, fn in rows:
         print(f"{label:<36} {best_host_us(fn):7.2f} us host per call")

@@ -6,9 +6,9 @@ correct inside graphs, with one API on a GPU (``cuda``), a simulated accelerator
 host-only install. See ``tensorplay.accelerator`` and the README.
 """
 
-from . import backends as _backends
+from ._runtime import allocator as _allocator, select as _selection
 
-_backends._select()
+_selection._select(_allocator.device_allocator)
 
 from ._dtype import (  # noqa: E402
     bfloat16, bool, complex64, complex128, dtype, float16, float32, float64, get_default_dtype,
@@ -16,6 +16,7 @@ from ._dtype import (  # noqa: E402
 )
 from ._runtime.device import device  # noqa: E402
 from ._errors import OutOfMemoryError  # noqa: E402
+from ._version import __version__  # noqa: E402
 from ._tensor.tensor import Tensor  # noqa: E402
 from ._tensor import methods as _methods  # noqa: E402
 
@@ -33,7 +34,6 @@ from . import accelerator  # noqa: E402
 from .compiler import compile  # noqa: E402
 
 
-__version__ = "0.1.0"
 
 float = float32
 double = float64

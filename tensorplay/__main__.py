@@ -10,6 +10,14 @@ import subprocess
 import sys
 import time
 
+import tensorplay as tp
+from tensorplay._runtime.select import (
+    accelerator_backend, host_only_reason, requested_accelerator, selection_report,
+)
+from tensorplay.bench import plot as _bench_plot
+from tensorplay.bench import solvers as _solvers
+from tensorplay.bench import suite as _bench
+
 
 def _version(module: str) -> str:
     try:
@@ -20,9 +28,6 @@ def _version(module: str) -> str:
 
 def _unavailable() -> str | None:
     """None when an accelerator device can be used; else why not, in words."""
-    import tensorplay as tp
-    from tensorplay.backends import accelerator_backend, host_only_reason
-
     if tp.accelerator.is_available():
         return None
     backend = accelerator_backend()
@@ -33,16 +38,12 @@ def _unavailable() -> str | None:
 
 def _asked_for_missing_accelerator() -> bool:
     """Whether TENSORPLAY_ACCELERATOR named an accelerator that cannot be used."""
-    from tensorplay.backends import requested_accelerator
-
     return requested_accelerator() not in ("auto", "none") and _unavailable() is not None
 
 
 def _rerun_on_sim(argv: list[str], what: str) -> int | None:
     """With no usable accelerator and TENSORPLAY_ACCELERATOR unset, rerun this command on the
     simulated accelerator (saying so) and return its exit status; None to carry on here."""
-    from tensorplay.backends import requested_accelerator
-
     if _unavailable() is None or requested_accelerator() != "auto":
         return None
     print(f"no GPU found: running {what} on the simulated accelerator "
@@ -56,8 +57,6 @@ def info() -> int:
     TENSORPLAY_ACCELERATOR named an accelerator that cannot be used."""
     import numpy as np
 
-    import tensorplay as tp
-    from tensorplay.backends import selection_report
 
     print(f"tensorplay     {tp.__version__}")
     print(f"Python         {platform.python_version()}")
@@ -84,8 +83,6 @@ def info() -> int:
 
 
 def _host_tour() -> None:
-    import tensorplay as tp
-
     print("== host tensors ==")
     x = tp.arange(6, dtype=tp.float32).reshape(2, 3)
     print("x =", x)
@@ -99,8 +96,6 @@ def _host_tour() -> None:
 
 
 def _graph_tour(device: str) -> None:
-    import tensorplay as tp
-
     print(f"\n== capture and replay on {device} ==")
     static_x = tp.zeros(4, device=device)
     graph = tp.accelerator.Graph()
@@ -112,9 +107,6 @@ def _graph_tour(device: str) -> None:
 
 
 def _cg_tour(device: str) -> None:
-    import tensorplay as tp
-    from tensorplay.bench import solvers as _solvers
-
     # float64 where the device computes it: in float32 CG stalls near eps * cond(A), 2e-4 here
     supported = tp.accelerator.get_device_capability(device)["supported_dtypes"]
     dtype = tp.float64 if tp.float64 in supported else tp.float32
@@ -140,8 +132,6 @@ def _cg_tour(device: str) -> None:
 def demo(argv: list[str]) -> int:
     """The tour: host tensors, then capture/replay and a one-graph CG solve on the accelerator
     (rerun on the simulated one when no GPU is found and TENSORPLAY_ACCELERATOR is unset)."""
-    import tensorplay as tp
-
     rerun = _rerun_on_sim(argv, "the demo")
     if rerun is not None:
         return rerun
@@ -167,29 +157,29 @@ def _check_output_path(parser: argparse.ArgumentParser, option: str, path: str |
 def bench(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str]) -> int:
     """Run the benchmarks (or reload a saved run with --from-json); options are checked first."""
     if args.plot:
-        from tensorplay.bench.plot import _pyplot
-
         try:
-            _pyplot()
+            _bench_plot._pyplot()
         except RuntimeError as error:
             parser.error(str(error))
     _check_output_path(parser, "--json", args.json)
     _check_output_path(parser, "--plot", args.plot)
-    from tensorplay.bench import suite as _bench
-
+    if args.eager_calls is not None and args.eager_calls < 1:
+        parser.error(f"--eager-calls must be at least 1, got {args.eager_calls}")
     if args.from_json:
-        if args.json:
-            parser.error("--from-json reads a saved run; --json would only copy it")
+        if args.json or args.eager_only or args.eager_calls is not None:
+            parser.error("--from-json reads a saved run; --json, --eager-only and "
+                         "--eager-calls apply to a new run")
         return _bench.replay_saved(args.from_json, plot_path=args.plot)
     rerun = _rerun_on_sim(argv, "the benchmarks")
     if rerun is not None:
         return rerun
-    if _unavailable() is not None:
+    if _unavailable() is not None and not args.eager_only:
         print(f"bench needs an accelerator: {_unavailable()}. Run on a GPU with "
               f"tensorplay[cuda], or set TENSORPLAY_ACCELERATOR=sim for the simulated one "
-              f"(host times)", file=sys.stderr)
+              f"(host times); --eager-only runs the eager table on the host", file=sys.stderr)
         return 2
-    return _bench.main(json_path=args.json, plot_path=args.plot)
+    return _bench.main(json_path=args.json, plot_path=args.plot, eager_only=args.eager_only,
+                       eager_calls=args.eager_calls)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -205,6 +195,11 @@ def main(argv: list[str] | None = None) -> int:
                               help="write a PNG plot (needs matplotlib: tensorplay[bench])")
     bench_parser.add_argument("--from-json", metavar="PATH",
                               help="run nothing: print the table (and --plot) of a saved --json")
+    bench_parser.add_argument("--eager-only", action="store_true",
+                              help="run only the eager table (host cost per call of small ops); "
+                              "also on a host-only build")
+    bench_parser.add_argument("--eager-calls", metavar="N", type=int,
+                              help="calls per timed loop of the eager table (default 2000)")
     args = parser.parse_args(argv)
     if args.command == "info":
         return info()

@@ -19,6 +19,8 @@ Promotion follows PyTorch, not NumPy:
 from __future__ import annotations
 
 import builtins
+import functools
+import math
 
 import ml_dtypes
 import numpy as np
@@ -352,3 +354,66 @@ def check_op(op: str, computed: dtype, operands=()) -> None:
     rule = OP_RULES.get(op)
     if rule is not None:
         rule(op, computed, operands)
+
+
+# -- checked conversion of Python numbers (PyTorch's c10 ``overflows``) --------------------
+
+@functools.cache
+def int_range(dtype: dtype, from_float: bool) -> tuple[int, int]:
+    """The Python values that convert to the integer ``dtype`` without overflow, as PyTorch's
+    checked scalar conversion (c10 ``overflows``) decides: ints down to ``-max`` may wrap into an
+    unsigned dtype (``-1`` gives 255 in uint8), floats may not."""
+    info = np.iinfo(dtype.numpy)
+    low = -int(info.max) if info.min == 0 and not from_float else int(info.min)
+    return low, int(info.max)
+
+
+@functools.cache
+def float_max(dtype: dtype) -> float:
+    return float(ml_dtypes.finfo(dtype.numpy).max)
+
+
+def overflow_error(call: str, value, dtype: dtype) -> RuntimeError:
+    if dtype.is_floating_point:
+        held = f"finite values of magnitude up to {float_max(dtype):g}"
+    else:
+        info = np.iinfo(dtype.numpy)
+        held = f"{info.min} to {info.max}"
+    return RuntimeError(f"{call}: value {value} cannot be converted to type {dtype.name} "
+                        f"without overflow ({dtype.name} holds {held})")
+
+
+def check_value_fits(value, dtype: dtype, call: str) -> None:
+    """Raise RuntimeError when the Python number ``value`` cannot be converted to ``dtype``
+    without overflow, as PyTorch's ``fill_``/``full``/``__setitem__`` do (300 into int8, 1e39
+    into float32, nan into an integer dtype); bool and complex dtypes take any number.
+
+    Integral values fit an integer dtype from ``lowest`` to ``max``, and negative ints down to
+    ``-max`` also fit an unsigned one (they wrap: -1 gives 255 in uint8, as in PyTorch); floats
+    are truncated toward zero. Infinities and nan fit every floating dtype.
+    """
+    if dtype is bool or dtype.is_complex or isinstance(value, (builtins.bool, np.bool_)):
+        return
+    if isinstance(value, (complex, np.complexfloating)):
+        value = value.real
+    if dtype.is_floating_point:
+        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
+            return
+        try:
+            fits = abs(float(value)) <= float_max(dtype)
+        except OverflowError:  # an int too large for a Python float
+            fits = False
+    elif isinstance(value, (float, np.floating)):
+        low, high = int_range(dtype, from_float=True)
+        fits = low <= value <= high  # False for nan
+    else:
+        low, high = int_range(dtype, from_float=False)
+        fits = low <= int(value) <= high
+    if not fits:
+        raise overflow_error(call, value, dtype)
+
+
+def accumulation_dtype(dtype: dtype) -> dtype:
+    """The dtype a formula or a reduction over ``dtype`` computes in: float16 and bfloat16 in
+    float32 (rounded once when stored), every other dtype in itself."""
+    return float32 if dtype is float16 or dtype is bfloat16 else dtype

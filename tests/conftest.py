@@ -3,7 +3,7 @@ import os
 import pytest
 
 import tensorplay as tp
-from tensorplay.backends import selection_report
+from tensorplay._runtime.select import selection_report
 from support import DEVICES
 
 

@@ -23,7 +23,7 @@ CONFIGS = [
     ("sim-2-devices", {"TENSORPLAY_ACCELERATOR": "sim", "TENSORPLAY_SIM_DEVICES": "2"}),
     ("sim-1-device", {"TENSORPLAY_ACCELERATOR": "sim", "TENSORPLAY_SIM_DEVICES": "1"}),
 ]
-_PROBE = ("import tensorplay as tp; from tensorplay.backends import selection_report; "
+_PROBE = ("import tensorplay as tp; from tensorplay._runtime.select import selection_report; "
           "print(tp.accelerator.device_count()); print(selection_report())")
 _COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
 

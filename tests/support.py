@@ -41,7 +41,7 @@ def to_numpy(tensor) -> np.ndarray:
 def cuda_backend_or_skip(what: str):
     """For ``tests/internals/`` only: the selected cuda backend, or skip the whole module (call at
     module level). ``what`` says what the module drives, for the skip reason."""
-    from tensorplay.backends import accelerator_backend
+    from tensorplay._runtime.select import accelerator_backend
 
     backend = accelerator_backend()
     if backend is None or getattr(backend, "name", None) != "cuda":

@@ -151,13 +151,79 @@ def test_info_says_why_a_requested_cuda_is_missing_instead_of_crashing(tmp_path)
 
 def test_bench_without_a_gpu_falls_back_to_sim_and_says_so(tmp_path):
     out_json = tmp_path / "run.json"
-    result = run_python(["-m", "tensorplay", "bench", "--json", str(out_json)], None,
-                        _without(tmp_path, "cupy"))
+    result = run_python(["-m", "tensorplay", "bench", "--json", str(out_json),
+                         "--eager-calls", "20"], None, _without(tmp_path, "cupy"))
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert "no GPU found: running the benchmarks on the simulated accelerator" in result.stdout
     run = json.loads(out_json.read_text())
     assert run["simulated"] is True and run["device"] == "sim:0"
     assert {row["case"] for row in run["rows"]} >= {"20 small kernels", "CG Poisson 32x32"}
+    assert [op["op"] for op in run["eager"]["ops"]] == EAGER_OPS
+
+
+# -- the eager table: host cost per call of small ops, tensorplay beside CuPy, torch and NumPy --
+
+EAGER_OPS = ["a + b", "a.exp()", "a.add_(1)", "a.sum()", "tp.where(m, a, b)", "gelu(a)",
+             "a @ w"]
+
+
+def _check_eager_table(run, device):
+    table = run["eager"]
+    assert table["device"] == device and table["calls"] == 20 and table["unit"] == "us"
+    assert [op["op"] for op in table["ops"]] == EAGER_OPS
+    for op in table["ops"]:
+        assert op["tensorplay"] > 0, op
+        # no GPU peer on this device: CuPy and torch time a GPU only
+        assert op["cupy"] is None and op["torch"] is None, op
+        assert op["tp/cupy"] is None and op["tp/torch"] is None, op
+        if op["numpy"] is not None:
+            assert op["numpy"] > 0 and op["tp/numpy"] == op["tensorplay"] / op["numpy"], op
+    assert all(op["numpy"] for op in table["ops"] if op["op"] != "gelu(a)")
+
+
+def _eager_lines(stdout):
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("eager ops on "))
+    return lines[start:start + 3 + len(EAGER_OPS)]
+
+
+@pytest.mark.parametrize("accelerator, device", [("sim", "sim:0"), ("none", "cpu")])
+def test_bench_eager_table_runs_on_the_current_backend_and_is_saved(tmp_path, accelerator,
+                                                                    device):
+    out_json = tmp_path / "eager.json"
+    result = run_python(["-m", "tensorplay", "bench", "--eager-only", "--eager-calls", "20",
+                         "--json", str(out_json)], accelerator)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    run = json.loads(out_json.read_text())
+    assert run["device"] == device and run["rows"] == []
+    _check_eager_table(run, device)
+    title, header, _rule, *body = _eager_lines(result.stdout)
+    assert f"eager ops on {device}" in title and "20 calls" in title
+    assert header.split() == ["op", "tensorplay", "CuPy", "torch", "NumPy", "tp/CuPy",
+                              "tp/torch", "tp/NumPy"]
+    assert [line[:len(op)] for line, op in zip(body, EAGER_OPS)] == EAGER_OPS
+    for line in body:   # CuPy, torch and their ratios
+        cells = line.split()
+        assert cells[-6:-4] == ["n/a", "n/a"] and cells[-3:-1] == ["n/a", "n/a"], line
+    # the saved run prints the same table again
+    again = run_python(["-m", "tensorplay", "bench", "--from-json", str(out_json)], "none")
+    assert again.returncode == 0, again.stderr
+    assert _eager_lines(again.stdout) == [title, header, _rule, *body]
+
+
+def test_bench_eager_calls_must_be_positive_and_belongs_to_a_new_run(tmp_path):
+    result = run_python(["-m", "tensorplay", "bench", "--eager-calls", "0"], "sim")
+    assert result.returncode == 2 and "--eager-calls must be at least 1" in result.stderr
+    result = run_python(["-m", "tensorplay", "bench", "--from-json", SAVED_RUN, "--eager-only"],
+                        "sim")
+    assert result.returncode == 2 and "--from-json reads a saved run" in result.stderr
+    assert result.stdout == ""
+
+
+def test_bench_without_an_accelerator_points_to_the_eager_table_on_the_host():
+    result = run_python(["-m", "tensorplay", "bench"], "none")
+    assert result.returncode == 2
+    assert "bench needs an accelerator" in result.stderr and "--eager-only" in result.stderr
 
 
 def test_plot_checks_for_matplotlib_before_running_anything(tmp_path):
@@ -224,6 +290,22 @@ def _synthetic_run(cases, peers, name_length, title_length):
             for c in range(cases) for p in range(peers)]
     return {"date": "2026-01-01", "device": "sim:0", "device_name": "a device", "peers": {},
             "simulated": False, "rows": rows}
+
+
+def test_bench_plot_draws_the_eager_table_one_panel_per_op():
+    pytest.importorskip("matplotlib")
+    from tensorplay.bench import plot as _bench_plot
+
+    ops = [{"op": op, "tensorplay": 10.0 + i, "cupy": 5.0, "torch": None, "numpy": 1.5,
+            "tp/cupy": (10.0 + i) / 5.0, "tp/torch": None, "tp/numpy": (10.0 + i) / 1.5}
+           for i, op in enumerate(EAGER_OPS)]
+    run = dict(_synthetic_run(2, 2, 10, 10), eager={"device": "sim:0", "calls": 20,
+                                                    "repeats": 5, "unit": "us", "ops": ops})
+    fig = _bench_plot.figure(run)
+    assert len(fig.axes) == 2 + len(EAGER_OPS)
+    assert _text_problems(fig) == []
+    labels = [[t.get_text() for t in axis.get_yticklabels()] for axis in fig.axes[2:]]
+    assert labels == [["tensorplay", "CuPy", "NumPy"]] * len(EAGER_OPS)
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 10, 10), (25, 9, 90, 150), (4, 2, 60, 400)])

@@ -14,9 +14,17 @@ Contract
   (>= 512 bytes small, > 1 MiB large); a freed block merges with its free neighbours.
 - The default pool reuses a block only on the stream it was allocated on, where stream order
   makes reuse safe without events. Private (graph) pools do not segregate by stream.
+- Exact-size reuse (the eager fast path): a block of the default pool freed by its Allocation
+  is *parked* whole in a free list keyed by (its segment's stream, its size), not merged at
+  once. The next malloc of that rounded size on that stream pops it, as long as nothing is
+  pending (no handed-over frees, no dead pool to release, no stream routed to a graph pool,
+  no nesting); any other malloc, ``empty_cache()`` and the OOM retry first merge every parked
+  block back into the ordinary free lists (the slow path then sees exactly the free memory it
+  would have seen). See Note [parked blocks].
 - A block is free again the moment its Allocation dies, even while queued work still uses it
   (as on CUDA, where a kernel holds raw pointers; sim's queues hold no Allocation either, see
-  Note [sim queue ownership] in ``backends/sim.py``), so a long eager loop runs in bounded memory.
+  Note [sim queue ownership] in ``backends/sim/memory.py``), so a long eager loop runs in
+  bounded memory.
 - ``memory_stats()`` uses PyTorch's key names; graph-pool memory counts like any other.
 - When the device is full, cached free segments are released and the malloc retried once; then
   :class:`tensorplay.OutOfMemoryError`. Nothing already allocated is harmed.
@@ -35,6 +43,23 @@ Pitfalls
   device sync would invalidate it. ``empty_cache()`` during a capture is the caller's unsafe call.
 - The release of a dead pool's last segment may run inside ``Allocation.__del__``, so backends
   must accept ``synchronize_device`` and ``free`` from a finalizer.
+
+Note [parked blocks]
+--------------------
+One allocator, two ways into the same blocks. A parked block is free (``allocated`` False,
+counted free) but neither merged with its free neighbours nor in its pool's ``bins``; it sits in
+``CachingAllocator._parked[(stream, size)]``. Parking is for the default pool only: graph pools
+do not segregate by stream, and their frees merge at once, as before.
+
+- Statistics describe the *merged* layout, whichever path ran: a run of adjacent free blocks
+  (parked or listed) is one inactive split block, and a segment that is wholly free is not
+  split. Taking or freeing a block changes them by what its two neighbours and the segment's
+  ``used`` bytes say (``_mark_taken`` and ``_free_block``), so a sequence gives the same
+  ``memory_stats()`` whether its mallocs popped parked blocks or best-fitted merged ones.
+- ``_flush_parked`` (any slow malloc, ``empty_cache()``, the OOM retry) merges parked blocks
+  into the free lists; statistics do not change, since they already describe that layout.
+- The stream rule is the default pool's: a parked block is keyed by its segment's stream, so it
+  is only handed out on that stream; during a capture (any route) no malloc pops one.
 
 Note [graph pool lifetime]
 --------------------------
@@ -67,6 +92,8 @@ import threading
 from typing import Any
 
 from .._errors import OutOfMemoryError
+from .device import check_index
+from .select import require_accelerator
 
 __all__ = ["Allocation", "CachingAllocator", "device_allocator"]
 
@@ -79,7 +106,15 @@ _ROUND_LARGE = 2 << 20
 
 _STAT_NAMES = ("allocated_bytes", "reserved_bytes", "active_bytes", "inactive_split_bytes",
                "requested_bytes", "allocation", "segment", "active", "inactive_split")
-_POOL_CLASSES = ("all", "small_pool", "large_pool")
+# Statistics are plain ints in lists indexed by these (small pool, then large pool at +_NSTATS).
+# No block is ever freed-but-pending here, so "active" is "allocation" (PyTorch's active counts
+# blocks whose frees wait on events, which this allocator does not have).
+_ALLOCATION, _ALLOCATED, _REQUESTED, _SPLIT, _SPLIT_BYTES, _SEGMENT, _RESERVED = range(7)
+_NSTATS = 7
+_STAT_INDEX = {"allocation": _ALLOCATION, "active": _ALLOCATION, "allocated_bytes": _ALLOCATED,
+               "active_bytes": _ALLOCATED, "requested_bytes": _REQUESTED,
+               "inactive_split": _SPLIT, "inactive_split_bytes": _SPLIT_BYTES,
+               "segment": _SEGMENT, "reserved_bytes": _RESERVED}
 _COUNTERS = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_device_alloc",
              "num_device_free")
 
@@ -125,24 +160,6 @@ def _check_hashable(value: Any, what: str, call: str) -> None:
                         f"{value!r}") from None
 
 
-class _Stat:
-    """One PyTorch-style statistic: current, peak and the accumulated ups and downs."""
-
-    __slots__ = ("current", "peak", "allocated", "freed")
-
-    def __init__(self):
-        self.current = self.peak = self.allocated = self.freed = 0
-
-    def update(self, delta: int) -> None:
-        if delta >= 0:
-            self.allocated += delta
-        else:
-            self.freed -= delta
-        self.current += delta
-        if self.current > self.peak:
-            self.peak = self.current
-
-
 class _Pool:
     """The default pool (``pool_id`` None) or a private graph pool."""
 
@@ -163,14 +180,16 @@ class _Pool:
 class _Segment:
     """One backend allocation; ``head`` starts its address-ordered list of blocks."""
 
-    __slots__ = ("ptr", "size", "pool", "is_small", "stream_key", "head")
+    __slots__ = ("ptr", "size", "pool", "is_small", "stream_key", "head", "used")
 
     def __init__(self, ptr: int, size: int, pool: _Pool, is_small: bool, stream_key: Any):
         self.ptr, self.size, self.pool = ptr, size, pool
         self.is_small, self.stream_key = is_small, stream_key
         self.head: _Block | None = None
+        self.used = 0   # bytes of allocated blocks: 0 means wholly free, merged or not
 
     def is_free(self) -> bool:
+        assert self.head is not None   # set by _new_segment right after construction
         return self.head.next is None and not self.head.allocated
 
 
@@ -184,10 +203,6 @@ class _Block:
         self.allocated = False
         self.requested = 0
 
-    def is_inactive_split(self) -> bool:
-        """Free and part of a split segment (PyTorch's ``inactive_split``)."""
-        return not self.allocated and (self.prev is not None or self.next is not None)
-
 
 def _join(first: _Block, second: _Block) -> None:
     """Make ``first`` also cover ``second``, the block after it."""
@@ -195,12 +210,6 @@ def _join(first: _Block, second: _Block) -> None:
     first.next = second.next
     if second.next is not None:
         second.next.prev = first
-
-
-def _split_totals(blocks) -> tuple[int, int]:
-    """(count, bytes) of the inactive split blocks among ``blocks``."""
-    chosen = [block.size for block in blocks if block.is_inactive_split()]
-    return len(chosen), sum(chosen)
 
 
 class Allocation:
@@ -237,15 +246,16 @@ class Allocation:
             block = self._cell.pop()
         except IndexError:
             return
-        self._allocator._release_block(block)
-
-    def __del__(self):
         try:
-            self.release()
+            # a block is held only with its allocator (no assert: the free hot path)
+            self._allocator._release_block(block)  # type: ignore[union-attr]
         except Exception:
             if _is_finalizing is None or _is_finalizing():
                 return   # interpreter shutdown: the backend may already be gone
-            raise        # reported by sys.unraisablehook
+            raise        # from __del__: reported by sys.unraisablehook
+
+    # The finalizer is release() itself: one frame less on every free of a temporary.
+    __del__ = release
 
     def __repr__(self) -> str:
         state = "live" if self._cell else "released"
@@ -292,11 +302,17 @@ class CachingAllocator:
         self._pools: dict[Any, _Pool] = {}  # private pools, live or dead-with-memory
         self._routes: dict[Any, list] = {}  # stream -> pool ids (last wins)
         self._dead_dirty = False   # a dead pool may have a fully free segment to release
-        self._stats = {name: tuple(_Stat() for _ in _POOL_CLASSES) for name in _STAT_NAMES}
-        # No block is ever freed-but-pending here, so "active" is "allocation" (one object each,
-        # updated once on the hot path).
-        self._stats["active"] = self._stats["allocation"]
-        self._stats["active_bytes"] = self._stats["allocated_bytes"]
+        # (stream, size) -> parked default-pool blocks, last freed last (Note [parked blocks])
+        self._parked: dict[tuple, list[_Block]] = {}
+        # Statistics (Note [parked blocks]): index i for the small pool, i + _NSTATS for the
+        # large pool; "all" keeps its own current and peak (a peak of a sum is not a sum of
+        # peaks) and sums the two pools' accumulators when asked.
+        self._current = [0] * (2 * _NSTATS)
+        self._peak = [0] * (2 * _NSTATS)
+        self._up = [0] * (2 * _NSTATS)       # PyTorch's "allocated": the sum of increases
+        self._down = [0] * (2 * _NSTATS)     # PyTorch's "freed": the sum of decreases
+        self._total = [0] * _NSTATS
+        self._total_peak = [0] * _NSTATS
         self._counters = dict.fromkeys(_COUNTERS, 0)
         self._held = _Held(self, False)
         self._held_releasing = _Held(self, True)
@@ -323,9 +339,13 @@ class CachingAllocator:
         finally:
             self._depth -= 1
             self._lock.release()
-        # A block handed over after our last look would wait for the next call: pick it up,
-        # unless another thread holds the lock (then it picks it up when it leaves).
-        while outermost and self._handoffs and self._lock.acquire(blocking=False):
+        if outermost and self._handoffs:
+            self._pick_up_handoffs()
+
+    def _pick_up_handoffs(self) -> None:
+        """Apply blocks handed over after the lock holder's last look (they would wait for the
+        next call), unless another thread holds the lock (it applies them when it leaves)."""
+        while self._handoffs and self._lock.acquire(blocking=False):
             self._depth += 1
             try:
                 if self._depth != 1:
@@ -340,9 +360,29 @@ class CachingAllocator:
             self._free_block(self._handoffs.pop())
 
     def _release_block(self, block: _Block) -> None:
-        """The free path of every Allocation (finalizers included): never waits for the lock."""
+        """The free path of every Allocation (finalizers included): never waits for the lock.
+
+        Fast path: the lock is free and nothing is pending, so the block is freed (parked, for
+        the default pool) right here, with the lock held at depth 1 so that a finalizer firing
+        meanwhile hands its block over instead of interleaving."""
+        lock = self._lock
+        if lock.acquire(blocking=False):
+            if not (self._depth or self._handoffs or self._dead_dirty):
+                self._depth = 1
+                try:
+                    self._free_block(block)
+                finally:
+                    if self._handoffs or self._dead_dirty:
+                        self._leave(release_dead=True)
+                    else:
+                        self._depth = 0
+                        lock.release()
+                        if self._handoffs:
+                            self._pick_up_handoffs()
+                return
+            lock.release()
         self._handoffs.append(block)
-        if not self._lock.acquire(blocking=False):
+        if not lock.acquire(blocking=False):
             return   # the holder applies it before it leaves
         self._depth += 1
         self._leave(release_dead=True)
@@ -360,6 +400,36 @@ class CachingAllocator:
             RuntimeError: ``stream`` is routed to a pool that was released.
             OutOfMemoryError: the device is full even after releasing the cache.
         """
+        block: _Block | None   # None only from _best_fit, below
+        if type(nbytes) is int and nbytes > 0 and self._parked:
+            # The fast path (Note [parked blocks]): pop a parked block of this exact rounded
+            # size on this stream. Every condition is read under the lock.
+            lock = self._lock
+            lock.acquire()
+            if self._depth or self._routes or self._handoffs or self._dead_dirty:
+                stack = None
+            else:
+                try:
+                    stack = self._parked.get((stream, -(-nbytes // _MIN_BLOCK) * _MIN_BLOCK))
+                except TypeError:
+                    stack = None   # unhashable stream: the slow path says so
+            if stack:
+                self._depth = 1
+                try:
+                    block = stack.pop()
+                    if not stack:   # drop the stream reference with the last block
+                        del self._parked[(stream, block.size)]
+                    self._mark_taken(block, nbytes)
+                finally:
+                    if self._handoffs:
+                        self._leave()
+                    else:
+                        self._depth = 0
+                        lock.release()
+                        if self._handoffs:
+                            self._pick_up_handoffs()
+                return Allocation(block.ptr, nbytes, block.size, self._index, self, block)
+            lock.release()
         nbytes = _check_nbytes(nbytes)
         if nbytes == 0:
             return Allocation(0, 0, 0, self._index, None, None)
@@ -369,6 +439,7 @@ class CachingAllocator:
             if self._depth == 1:
                 self._release_dead()
             pool = self._routed_pool(stream)
+            self._flush_parked()
             stream_key = stream if pool is self._default else None
             small = size <= _SMALL_REQUEST
             block = self._best_fit(pool, (stream_key, small), size)
@@ -406,8 +477,7 @@ class CachingAllocator:
         segment.head = block
         pool.segments[ptr] = segment
         self._list(block)
-        self._count("segment", small, 1)
-        self._count("reserved_bytes", small, segment_size)
+        self._count(small, ((_SEGMENT, 1), (_RESERVED, segment_size)))
         return block
 
     def _device_malloc(self, segment_size: int, nbytes: int) -> int:
@@ -459,8 +529,8 @@ class CachingAllocator:
                          f"graphs you no longer need.")
         return OutOfMemoryError(
             f"out of memory on {self._device_name}: tried to allocate {nbytes:,} bytes"
-            f"{segment_text}; {self._stats['allocated_bytes'][0].current:,} bytes allocated, "
-            f"{self._stats['reserved_bytes'][0].current:,} bytes reserved by tensorplay, "
+            f"{segment_text}; {self._total[_ALLOCATED]:,} bytes allocated, "
+            f"{self._total[_RESERVED]:,} bytes reserved by tensorplay, "
             f"{free_text} free on the device.{cache_text}{pool_text} {advice}")
 
     # -- blocks ---------------------------------------------------------------------------
@@ -480,12 +550,10 @@ class CachingAllocator:
         del segment.pool.free_blocks[block.ptr]
 
     def _take(self, block: _Block, size: int, nbytes: int) -> None:
-        """Mark a free block allocated, splitting off the rest when it is worth keeping."""
+        """Mark a listed free block allocated, splitting off the rest when it is worth keeping."""
         segment = block.segment
-        split_before = _split_totals([block])
         self._unlist(block)
         rest_size = block.size - size
-        split_after = (0, 0)
         if _should_split(segment.is_small, rest_size):
             rest = _Block(block.ptr + size, rest_size, segment)
             rest.prev, rest.next = block, block.next
@@ -494,50 +562,139 @@ class CachingAllocator:
             block.next = rest
             block.size = size
             self._list(rest)
-            split_after = _split_totals([rest])
+        self._mark_taken(block, nbytes)
+
+    def _mark_taken(self, block: _Block, nbytes: int) -> None:
+        """Mark an unlisted free block allocated and count it (Note [parked blocks]).
+
+        In the merged layout the block leaves a run of free blocks; what is left of the run is
+        a free neighbour on either side. Before, the run was one inactive split block, or none
+        when the whole segment was free."""
+        segment = block.segment
+        size = block.size
+        prev, following = block.prev, block.next
+        free_neighbours = ((prev is not None and not prev.allocated)
+                           + (following is not None and not following.allocated))
+        if segment.used:
+            split, split_bytes = free_neighbours - 1, -size
+        else:
+            split, split_bytes = free_neighbours, segment.size - size
+        segment.used += size
         block.allocated = True
         block.requested = nbytes
-        small = segment.is_small
-        for name, delta in (("allocation", 1), ("allocated_bytes", block.size),
-                            ("requested_bytes", nbytes)):
-            self._count(name, small, delta)
-        self._count_split(small, split_before, split_after)
+        # _count's loop, inlined: this runs on every malloc (the eager hot path).
+        base = 0 if segment.is_small else _NSTATS
+        current, total = self._current, self._total
+        for i, delta in ((_ALLOCATION, 1), (_ALLOCATED, size), (_REQUESTED, nbytes),
+                         (_SPLIT, split), (_SPLIT_BYTES, split_bytes)):
+            if delta:
+                j = base + i
+                current[j] += delta
+                total[i] += delta
+                if delta > 0:
+                    self._up[j] += delta
+                    if current[j] > self._peak[j]:
+                        self._peak[j] = current[j]
+                    if total[i] > self._total_peak[i]:
+                        self._total_peak[i] = total[i]
+                else:
+                    self._down[j] -= delta
 
     def _free_block(self, block: _Block) -> None:
-        """Return an allocated block to its pool's free list, merged with free neighbours."""
+        """Free an allocated block and count it (Note [parked blocks]): a default-pool block is
+        parked, a graph pool's is merged with its free neighbours into its pool's free list.
+
+        In the merged layout the block joins its free neighbours' runs into one inactive split
+        block, or into none when the whole segment is then free."""
         segment = block.segment
-        small = segment.is_small
-        for name, delta in (("allocation", -1), ("allocated_bytes", -block.size),
-                            ("requested_bytes", -block.requested)):
-            self._count(name, small, delta)
-        neighbours = [b for b in (block.prev, block.next) if b is not None and not b.allocated]
-        split_before = _split_totals(neighbours)
+        size = block.size
+        requested = block.requested
+        prev, following = block.prev, block.next
+        free_neighbours = ((prev is not None and not prev.allocated)
+                           + (following is not None and not following.allocated))
+        segment.used -= size
+        if segment.used:
+            split, split_bytes = 1 - free_neighbours, size
+        else:
+            split, split_bytes = -free_neighbours, size - segment.size
         block.allocated = False
         block.requested = 0
+        pool = segment.pool
+        if pool is self._default:
+            stack = self._parked.get((segment.stream_key, size))
+            if stack is None:
+                self._parked[(segment.stream_key, size)] = [block]
+            else:
+                stack.append(block)
+        else:
+            self._coalesce(block)
+            if not pool.is_live and not segment.used:
+                self._dead_dirty = True
+        # _count's loop, inlined: this runs on every free (the eager hot path).
+        base = 0 if segment.is_small else _NSTATS
+        current, total = self._current, self._total
+        for i, delta in ((_ALLOCATION, -1), (_ALLOCATED, -size), (_REQUESTED, -requested),
+                         (_SPLIT, split), (_SPLIT_BYTES, split_bytes)):
+            if delta:
+                j = base + i
+                current[j] += delta
+                total[i] += delta
+                if delta > 0:
+                    self._up[j] += delta
+                    if current[j] > self._peak[j]:
+                        self._peak[j] = current[j]
+                    if total[i] > self._total_peak[i]:
+                        self._total_peak[i] = total[i]
+                else:
+                    self._down[j] -= delta
+
+    def _coalesce(self, block: _Block) -> None:
+        """List an unlisted free block merged with every free neighbour (all listed)."""
         merged = block
-        if block.prev is not None and not block.prev.allocated:
-            merged = block.prev
+        while merged.prev is not None and not merged.prev.allocated:
+            merged = merged.prev
             self._unlist(merged)
-            _join(merged, block)
+            assert merged.next is not None   # the block merged a step before
+            _join(merged, merged.next)
         following = merged.next
-        if following is not None and not following.allocated:
+        while following is not None and not following.allocated:
             self._unlist(following)
             _join(merged, following)
+            following = merged.next
         self._list(merged)
-        self._count_split(small, split_before, _split_totals([merged]))
-        if not segment.pool.is_live and segment.is_free():
-            self._dead_dirty = True
 
-    def _count(self, name: str, small: bool, delta: int) -> None:
-        if delta:
-            stats = self._stats[name]
-            stats[0].update(delta)
-            stats[1 if small else 2].update(delta)
+    def _flush_parked(self) -> None:
+        """Merge every parked block into the free lists (Note [parked blocks]); the statistics
+        already describe the merged layout, so they do not change."""
+        if not self._parked:
+            return
+        blocks = [block for stack in self._parked.values() for block in stack]
+        self._parked = {}
+        for block in blocks:   # listed first: _coalesce unlists the neighbours it absorbs
+            self._list(block)
+        free_blocks = self._default.free_blocks
+        for block in blocks:
+            if free_blocks.get(block.ptr) is block:   # else a neighbour has absorbed it
+                self._unlist(block)
+                self._coalesce(block)
 
-    def _count_split(self, small: bool, before: tuple[int, int], after: tuple[int, int]) -> None:
-        """Apply the change of (count, bytes) of inactive split blocks an operation made."""
-        self._count("inactive_split", small, after[0] - before[0])
-        self._count("inactive_split_bytes", small, after[1] - before[1])
+    def _count(self, small: bool, changes: tuple[tuple[int, int], ...]) -> None:
+        """Apply ``(statistic index, delta)`` changes to one pool class's statistics."""
+        base = 0 if small else _NSTATS
+        current, total = self._current, self._total
+        for i, delta in changes:
+            if delta:
+                j = base + i
+                current[j] += delta
+                total[i] += delta
+                if delta > 0:
+                    self._up[j] += delta
+                    if current[j] > self._peak[j]:
+                        self._peak[j] = current[j]
+                    if total[i] > self._total_peak[i]:
+                        self._total_peak[i] = total[i]
+                else:
+                    self._down[j] -= delta
 
     # -- releasing segments ---------------------------------------------------------------
     def _release_segments(self, segments: list[_Segment]) -> None:
@@ -549,10 +706,10 @@ class CachingAllocator:
         for segment in segments:
             self._backend.free(self._index, segment.ptr)   # first: on failure nothing changed
             self._counters["num_device_free"] += 1
+            assert segment.head is not None   # a segment has blocks from _new_segment on
             self._unlist(segment.head)
             del segment.pool.segments[segment.ptr]
-            self._count("segment", segment.is_small, -1)
-            self._count("reserved_bytes", segment.is_small, -segment.size)
+            self._count(segment.is_small, ((_SEGMENT, -1), (_RESERVED, -segment.size)))
         self._forget_empty_dead_pools()
 
     def _forget_empty_dead_pools(self) -> None:
@@ -574,6 +731,7 @@ class CachingAllocator:
 
     def _release_cached(self) -> None:
         """Release every fully free segment of the default pool and of dead pools."""
+        self._flush_parked()
         segments = [s for s in self._default.segments.values() if s.is_free()]
         self._release_segments(segments + self._dead_free_segments())
         self._dead_dirty = False
@@ -694,48 +852,52 @@ class CachingAllocator:
         """PyTorch-named statistics, keys sorted: ``<stat>.<all|small_pool|large_pool>.
         <current|peak|allocated|freed>`` plus the ``num_*`` counters and ``max_split_size``."""
         with self._held:
+            current, peak, up, down = self._current, self._peak, self._up, self._down
             result = {"max_split_size": -1, **self._counters}
-            for name, stats in self._stats.items():
-                for pool_class, stat in zip(_POOL_CLASSES, stats):
+            for name in _STAT_NAMES:
+                i = _STAT_INDEX[name]
+                small, large = i, i + _NSTATS
+                for pool_class, values in (
+                        ("all", (self._total[i], self._total_peak[i], up[small] + up[large],
+                                 down[small] + down[large])),
+                        ("small_pool", (current[small], peak[small], up[small], down[small])),
+                        ("large_pool", (current[large], peak[large], up[large], down[large]))):
                     prefix = f"{name}.{pool_class}."
-                    result[prefix + "current"] = stat.current
-                    result[prefix + "peak"] = stat.peak
-                    result[prefix + "allocated"] = stat.allocated
-                    result[prefix + "freed"] = stat.freed
+                    for part, value in zip(("current", "peak", "allocated", "freed"), values):
+                        result[prefix + part] = value
             return dict(sorted(result.items()))
 
     def reset_peak_memory_stats(self) -> None:
         """Set every peak to its current value."""
         with self._held:
-            for stats in self._stats.values():
-                for stat in stats:
-                    stat.peak = stat.current
+            self._peak[:] = self._current
+            self._total_peak[:] = self._total
 
     def reset_accumulated_memory_stats(self) -> None:
         """Zero the ``allocated``/``freed`` accumulators and the ``num_*`` counters."""
         with self._held:
-            for stats in self._stats.values():
-                for stat in stats:
-                    stat.allocated = stat.freed = 0
+            self._up[:] = self._down[:] = [0] * (2 * _NSTATS)
             self._counters = dict.fromkeys(_COUNTERS, 0)
-
-    def _stat(self, name: str) -> _Stat:
-        with self._held:
-            return self._stats[name][0]
 
     def memory_allocated(self) -> int:
         """Bytes of live blocks (rounded sizes)."""
-        return self._stat("allocated_bytes").current
+        with self._held:
+            return self._total[_ALLOCATED]
 
     def memory_reserved(self) -> int:
         """Bytes of segments held from the device."""
-        return self._stat("reserved_bytes").current
+        with self._held:
+            return self._total[_RESERVED]
 
     def max_memory_allocated(self) -> int:
-        return self._stat("allocated_bytes").peak
+        """Peak of :meth:`memory_allocated` since creation or the last peak reset."""
+        with self._held:
+            return self._total_peak[_ALLOCATED]
 
     def max_memory_reserved(self) -> int:
-        return self._stat("reserved_bytes").peak
+        """Peak of :meth:`memory_reserved` since creation or the last peak reset."""
+        with self._held:
+            return self._total_peak[_RESERVED]
 
     def __repr__(self) -> str:
         return (f"CachingAllocator({self._device_name}, allocated={self.memory_allocated():,}, "
@@ -750,22 +912,15 @@ def device_allocator(index: int) -> CachingAllocator:
     """The process-wide allocator of accelerator device ``index``, made on first use.
 
     Raises:
-        RuntimeError: on a host-only build (from ``backends.require_accelerator()``).
+        RuntimeError: on a host-only build (from ``select.require_accelerator()``).
         TypeError: ``index`` is not an int. ValueError: it is out of range.
     """
-    from ..backends import require_accelerator
-
+    if type(index) is int:
+        allocator = _allocators.get(index)
+        if allocator is not None:
+            return allocator
     backend = require_accelerator()
-    if isinstance(index, bool) or not isinstance(index, int):
-        raise TypeError(f"device_allocator: index must be an int, got {type(index).__name__} "
-                        f"{index!r}")
-    allocator = _allocators.get(index)
-    if allocator is not None and allocator._backend is backend:
-        return allocator
-    count = backend.device_count()
-    if not 0 <= index < count:
-        raise ValueError(f"device_allocator: {getattr(backend, 'device_type', 'device')} "
-                         f"index {index} is out of range: this build has {count} devices")
+    check_index(backend, index)
     with _allocators_lock:
         allocator = _allocators.get(index)
         if allocator is None or allocator._backend is not backend:

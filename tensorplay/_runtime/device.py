@@ -9,11 +9,15 @@ index) or ``None`` (the current accelerator device, or ``cpu`` where the context
 from __future__ import annotations
 
 import re
+from typing import Any
+
+from . import state as _state
+from .select import DEVICE_TYPES, accelerator_backend, no_accelerator_advice, require_accelerator
 
 __all__ = ["device"]
 
 _SPELLING = re.compile(r"^([a-z]+)(?::(-?\d+))?$")
-_KNOWN_TYPES = ("cpu", "sim", "cuda")
+_KNOWN_TYPES = tuple(DEVICE_TYPES)
 
 
 class device:
@@ -28,6 +32,10 @@ class device:
     """
 
     __slots__ = ("type", "index")
+    type: str
+    # an int, or None for a type-only spelling; Any because the layers that take a device
+    # (dispatch, allocator) receive resolved ones, which the type cannot tell apart
+    index: Any
 
     def __init__(self, type_or_spelling, index: int | None = None):
         if isinstance(type_or_spelling, device):
@@ -97,10 +105,13 @@ def _canonical(kind: str, index: int) -> device:
     return found
 
 
+#: explicit spellings already resolved ("sim:1" -> its canonical device); a device's existence
+#: does not change after import, so the answer stays true
+_resolved: dict[str, device] = {}
+
+
 def _valid_devices_text(accelerator) -> str:
     if accelerator is None:
-        from ..backends import no_accelerator_advice
-
         return ("this build has no accelerator, so the only device is 'cpu'. "
                 + no_accelerator_advice())
     count = accelerator.device_count()
@@ -119,9 +130,13 @@ def resolve(spelling, *, default_cpu: bool = False) -> device:
         ValueError: a device type this build does not have, or an index out of range.
         TypeError: something that is not a device spelling at all.
     """
-    from ..backends import accelerator_backend
-    from . import state as _state
-
+    if type(spelling) is str:   # the hot spelling ("sim:0", "cuda:1", "cpu"): checked once
+        found = _resolved.get(spelling)
+        if found is not None:
+            return found
+    elif spelling.__class__ is device and spelling.index is not None and \
+            _concrete.get((spelling.type, spelling.index)) is spelling:
+        return spelling
     accelerator = accelerator_backend()
     if spelling is None:
         if default_cpu:
@@ -139,7 +154,13 @@ def resolve(spelling, *, default_cpu: bool = False) -> device:
         if isinstance(spelling, int):
             raise ValueError(f"device index must be non-negative, got {spelling}")
     elif isinstance(spelling, str):
+        text = spelling
         spelling = device(spelling)
+        if spelling.type == "cpu" or spelling.index is not None:
+            found = resolve(spelling)
+            if len(_resolved) < 256:
+                _resolved[text] = found
+            return found
     elif not isinstance(spelling, device):
         raise TypeError(f"expected a device, a device string or an int index, got "
                         f"{type(spelling).__name__} {spelling!r}")
@@ -150,10 +171,7 @@ def resolve(spelling, *, default_cpu: bool = False) -> device:
                          + _valid_devices_text(accelerator))
     if spelling.index is None:
         return _canonical(spelling.type, _state.current_device_index())
-    if spelling.index >= accelerator.device_count():
-        raise ValueError(f"device {str(spelling)!r} is out of range: "
-                         + _valid_devices_text(accelerator))
-    return _canonical(spelling.type, spelling.index)
+    return _canonical(spelling.type, check_index(accelerator, spelling.index))
 
 
 def resolve_accelerator_index(spelling) -> int:
@@ -163,10 +181,25 @@ def resolve_accelerator_index(spelling) -> int:
         RuntimeError: on a host-only build (via ``backends.require_accelerator``).
         ValueError: for ``cpu`` or a bad spelling.
     """
-    from ..backends import require_accelerator
-
     require_accelerator()
     resolved = resolve(spelling)
     if resolved.type == "cpu":
         raise ValueError("expected an accelerator device, got 'cpu'")
     return resolved.index
+
+
+def check_index(accelerator, index) -> int:
+    """The one check of an accelerator device index (``resolve``, the allocator and every other
+    caller use it; backends do not re-check). Returns ``index``.
+
+    Raises:
+        TypeError: ``index`` is not an int (``bool`` included).
+        ValueError: ``index`` is negative or not below ``accelerator.device_count()``; the
+            message names the device and lists the devices this build has.
+    """
+    if isinstance(index, bool) or not isinstance(index, int):
+        raise TypeError(f"device index must be an int, got {type(index).__name__} {index!r}")
+    if not 0 <= index < accelerator.device_count():
+        raise ValueError(f"device index {index} is out of range ('{accelerator.device_type}:"
+                         f"{index}' does not exist): " + _valid_devices_text(accelerator))
+    return index

@@ -21,23 +21,26 @@ must not expect to see a name rebound after its launch).
 from __future__ import annotations
 
 import math
+from typing import Any, Callable
 
 import numpy as np
 
 from .. import _dtype
+from . import state as _state
+from .allocator import device_allocator
 from .device import device as _device_cls
-from ..backends import accelerator_backend, host_backend
-
-_accelerator = None
-_host = None
+from ..backends import capability, hook
+from .select import _selection
 
 # NumPy's floating-point warnings are switched off around each host kernel (see launch). NumPy 2
 # keeps that state in a context variable; setting it directly costs a fifth of entering
 # ``np.errstate`` (which rebuilds the state object each time) on the eager hot path.
 try:
-    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
+    # private NumPy names, absent from its stubs
+    from numpy._core._ufunc_config import (  # type: ignore[attr-defined]
+        _extobj_contextvar, _make_extobj)
 
-    _QUIET = _make_extobj(all="ignore")
+    _QUIET: Any = _make_extobj(all="ignore")
     _set_numpy_errors, _reset_numpy_errors = _extobj_contextvar.set, _extobj_contextvar.reset
 except ImportError:   # a NumPy that moved it: the public, slower spelling
     _QUIET = {"all": "ignore"}
@@ -49,23 +52,17 @@ except ImportError:   # a NumPy that moved it: the public, slower spelling
         np.seterr(**previous)
 
 
+_thread = _state._local   # this thread's {device index: native stream}, read inline below
 _supported: dict[int, frozenset] = {}
+_strides: dict[tuple, tuple[int, ...]] = {}
 
 
-def _backends():
-    global _accelerator, _host
-    _host = host_backend()
-    _accelerator = accelerator_backend()
-
-
-def backend_of(device: _device_cls):
+def backend_of(device: _device_cls) -> Any:
     """The backend owning ``device``."""
-    if _host is None:
-        _backends()
-    return _host if device.type == "cpu" else _accelerator
+    return _selection.host if device.type == "cpu" else _selection.accelerator
 
 
-def xp_of(device: _device_cls):
+def xp_of(device: _device_cls) -> Any:
     """The array namespace of ``device``'s backend."""
     return backend_of(device).xp
 
@@ -85,34 +82,48 @@ def check_dtype_supported(device: _device_cls, dtype: _dtype.dtype) -> None:
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    strides = []
-    step = itemsize
-    for size in reversed(shape):
-        strides.append(step)
-        step *= max(size, 1)
-    return tuple(reversed(strides))
+    """Byte strides of a C-contiguous array (cached: shapes repeat)."""
+    key = (shape, itemsize)
+    found = _strides.get(key)
+    if found is None:
+        strides = []
+        step = itemsize
+        for size in reversed(shape):
+            strides.append(step)
+            step *= max(size, 1)
+        found = tuple(reversed(strides))
+        if len(_strides) > 4096:
+            _strides.clear()
+        _strides[key] = found
+    return found
 
 
-def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype):
-    """A new C-contiguous ``xp`` array for a result on ``device`` (contents undefined)."""
+def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype) -> Any:
+    """A new C-contiguous ``xp`` array for a result on ``device`` (contents undefined): on an
+    accelerator, a block of the caching allocator taken on this thread's current stream."""
+    # The selection is made at import and a device names a present backend, so neither is None
+    # here; the hot path checks nothing (hence the ignores).
     if device.type == "cpu":
-        return host_backend().empty(shape, dtype.numpy)
-    from .allocator import device_allocator
-
+        return _selection.host.empty(shape, dtype.numpy)  # type: ignore[union-attr]
     index = device.index
-    nbytes = math.prod(shape) * dtype.itemsize
-    allocation = device_allocator(index).malloc(max(nbytes, 1), _current_native_stream(index))
-    return _accelerator.as_array(index, allocation.ptr, max(nbytes, 1), dtype.numpy, shape,
-                                 c_strides(shape, dtype.itemsize), allocation)
+    try:
+        stream = _thread.native[index]
+    except KeyError:
+        stream = _state.current_native_stream(index)
+    nbytes = math.prod(shape) * dtype.itemsize or 1
+    allocation = device_allocator(index).malloc(nbytes, stream)
+    strides = _strides.get((shape, dtype.itemsize)) or c_strides(shape, dtype.itemsize)
+    return _selection.accelerator.as_array(  # type: ignore[union-attr]
+        index, allocation.ptr, nbytes, dtype.numpy, shape, strides, allocation)
 
 
 #: native stream -> ``watcher(kernel)`` for the streams recording an open while body (Note
-#: [while predicate writes] in ``accelerator/_body_writes.py``); empty outside such bodies.
+#: [while predicate writes] in ``_runtime/writes.py``); empty outside such bodies.
 body_watchers: dict = {}
 
 
-def launch(device: _device_cls, kernel) -> None:
-    """Run ``kernel`` for ``device``: at once on cpu, else on the device's current stream.
+def launch(device: _device_cls, kernel: Callable[[], None]) -> None:
+    """Run ``kernel`` for ``device``: at once on cpu, else on this thread's current stream.
 
     Kernels run with NumPy's floating-point warnings off (overflow, divide by zero, invalid):
     PyTorch gives inf/nan silently, and so do we. This covers host kernels and kernels an
@@ -124,22 +135,18 @@ def launch(device: _device_cls, kernel) -> None:
         if device.type == "cpu":
             kernel()
             return
-        stream = _current_native_stream(device.index)
-        _accelerator.launch(stream, kernel)
+        index = device.index
+        try:
+            stream = _thread.native[index]
+        except KeyError:
+            stream = _state.current_native_stream(index)
+        _selection.accelerator.launch(stream, kernel)  # type: ignore[union-attr]  # as in empty
     finally:
         _reset_numpy_errors(token)
     if body_watchers:
         watcher = body_watchers.get(stream)
         if watcher is not None:
             watcher(kernel)
-
-
-def _current_native_stream(index: int):
-    global _current_native_stream
-    from .state import current_native_stream
-
-    _current_native_stream = current_native_stream
-    return current_native_stream(index)
 
 
 def named(name: str, kernel, **attrs):
@@ -150,35 +157,52 @@ def named(name: str, kernel, **attrs):
     return kernel
 
 
-def current_native_stream(device: _device_cls):
-    from . import state as _state
-
+def current_native_stream(device: _device_cls) -> Any:
+    """This thread's current native stream on an accelerator ``device``."""
     return _state.current_native_stream(device.index)
 
 
-def matmul_of(device: _device_cls):
+def matmul_of(device: _device_cls) -> Callable:
     """The backend's ``matmul(a, b, out=None)``: its own if it has one (cuda: one that also works
     during stream capture, where CuPy refuses cuBLAS), else ``xp.matmul``."""
     backend = backend_of(device)
-    return getattr(backend, "matmul", None) or backend.xp.matmul
+    return hook(backend, "matmul") or backend.xp.matmul
 
 
-def erf_for(xp):
+def elementwise_hook(device: _device_cls) -> Callable | None:
+    """The backend's ``elementwise_kernel(op, compute, kinds, out)`` (cuda: cached raw kernels
+    that launch cheaper than CuPy's ufuncs), or None (the ops call ``xp`` ufuncs)."""
+    return hook(backend_of(device), "elementwise_kernel")
+
+
+def sum_hook(device: _device_cls) -> Callable | None:
+    """The backend's ``sum_kernel(compute, out)`` for small whole-tensor sums in one launch
+    (cuda: one thread block), or None (``xp.sum`` runs). The hook has ``limit``: the largest
+    element count it takes."""
+    return hook(backend_of(device), "sum_kernel")
+
+
+def erf_for(xp) -> Callable | None:
     """The elementwise ``erf(x)`` of the backend whose namespace is ``xp``, if it has one (cuda:
     one fused kernel), else None (callers compose it from xp ops)."""
     return _hook_for(xp, "erf")
 
 
-def fuse_hook(xp):
+def fuse_hook(xp) -> Callable | None:
     """The ``fuse(name, function)`` hook of the backend whose namespace is ``xp`` (cuda: one
     kernel through ``cupy.fuse``), or None (the function runs op by op): ``_fusion.fused``."""
     return _hook_for(xp, "fuse")
 
 
-def _hook_for(xp, name: str):
+def _hook_for(xp, name: str) -> Callable | None:
     """The optional method ``name`` of the accelerator backend whose namespace is ``xp``."""
-    if _host is None:
-        _backends()
-    if _accelerator is not None and _accelerator.xp is xp:
-        return getattr(_accelerator, name, None)
+    accelerator = _selection.accelerator
+    if accelerator is not None and accelerator.xp is xp:
+        return hook(accelerator, name)
     return None
+
+
+def dlpack_device_types(device: _device_cls) -> frozenset:
+    """The DLPack device types ``device``'s backend can export to and import from (empty for
+    sim: its memory is not visible to other libraries)."""
+    return capability(backend_of(device), "dlpack_device_types")

@@ -7,14 +7,14 @@ bools bool, complex numbers complex64; NumPy arrays keep their dtype. ``device=N
 
 from __future__ import annotations
 
-import functools
 import math
 
-import ml_dtypes
 import numpy as np
 
 from .._runtime import device as _device, dispatch as _dispatch
+from .._runtime.select import accelerator_backend
 from .. import _dtype
+from . import transfer as _transfer
 from .tensor import Tensor
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
@@ -45,61 +45,6 @@ def _check_storage_size(shape: tuple[int, ...], dtype: _dtype.dtype) -> None:
         raise RuntimeError(f"Storage size calculation overflowed with sizes={list(shape)}: "
                            f"that many {dtype.name} elements take {float(nbytes):.3g} bytes, "
                            f"more than the 2**63 - 1 a tensor can address")
-
-
-@functools.cache
-def _int_range(dtype: _dtype.dtype, from_float: bool) -> tuple[int, int]:
-    """The Python values that convert to the integer ``dtype`` without overflow, as PyTorch's
-    checked scalar conversion (c10 ``overflows``) decides: ints down to ``-max`` may wrap into an
-    unsigned dtype (``-1`` gives 255 in uint8), floats may not."""
-    info = np.iinfo(dtype.numpy)
-    low = -int(info.max) if info.min == 0 and not from_float else int(info.min)
-    return low, int(info.max)
-
-
-@functools.cache
-def _float_max(dtype: _dtype.dtype) -> float:
-    return float(ml_dtypes.finfo(dtype.numpy).max)
-
-
-def _overflow(call: str, value, dtype: _dtype.dtype) -> RuntimeError:
-    if dtype.is_floating_point:
-        held = f"finite values of magnitude up to {_float_max(dtype):g}"
-    else:
-        info = np.iinfo(dtype.numpy)
-        held = f"{info.min} to {info.max}"
-    return RuntimeError(f"{call}: value {value} cannot be converted to type {dtype.name} "
-                        f"without overflow ({dtype.name} holds {held})")
-
-
-def check_value_fits(value, dtype: _dtype.dtype, call: str) -> None:
-    """Raise RuntimeError when the Python number ``value`` cannot be converted to ``dtype``
-    without overflow, as PyTorch's ``fill_``/``full``/``__setitem__`` do (300 into int8, 1e39
-    into float32, nan into an integer dtype); bool and complex dtypes take any number.
-
-    Integral values fit an integer dtype from ``lowest`` to ``max``, and negative ints down to
-    ``-max`` also fit an unsigned one (they wrap: -1 gives 255 in uint8, as in PyTorch); floats
-    are truncated toward zero. Infinities and nan fit every floating dtype.
-    """
-    if dtype is _dtype.bool or dtype.is_complex or isinstance(value, (bool, np.bool_)):
-        return
-    if isinstance(value, (complex, np.complexfloating)):
-        value = value.real
-    if dtype.is_floating_point:
-        if isinstance(value, (float, np.floating)) and not math.isfinite(value):
-            return
-        try:
-            fits = abs(float(value)) <= _float_max(dtype)
-        except OverflowError:  # an int too large for a Python float
-            fits = False
-    elif isinstance(value, (float, np.floating)):
-        low, high = _int_range(dtype, from_float=True)
-        fits = low <= value <= high  # False for nan
-    else:
-        low, high = _int_range(dtype, from_float=False)
-        fits = low <= int(value) <= high
-    if not fits:
-        raise _overflow(call, value, dtype)
 
 
 def _target(device, dtype, default: _dtype.dtype):
@@ -202,7 +147,7 @@ def _wide_ints(array: np.ndarray, data, target: _dtype.dtype | None) -> np.ndarr
         try:
             return array.astype(np.float64)
         except OverflowError:  # an int too large for a Python float
-            raise _overflow("tensor()", max(array.flat, key=abs), target) from None
+            raise _dtype.overflow_error("tensor()", max(array.flat, key=abs), target) from None
     return np.array([int(v) % (1 << 64) for v in array.flat],
                     dtype=np.uint64).reshape(array.shape)
 
@@ -227,16 +172,16 @@ def _check_fits(array: np.ndarray, dtype: _dtype.dtype) -> None:
         return
     from_float = array.dtype.kind == "f"
     if from_float and np.isnan(array).any():
-        raise _overflow("tensor()", float("nan"), dtype)
-    low, high = _int_range(dtype, from_float)
+        raise _dtype.overflow_error("tensor()", float("nan"), dtype)
+    low, high = _dtype.int_range(dtype, from_float)
     if array.dtype == object:  # Python ints, some beyond 64 bits
         smallest, largest = min(array.flat), max(array.flat)
     else:
         smallest, largest = array.min().item(), array.max().item()
     if smallest < low:
-        raise _overflow("tensor()", smallest, dtype)
+        raise _dtype.overflow_error("tensor()", smallest, dtype)
     if largest > high:
-        raise _overflow("tensor()", largest, dtype)
+        raise _dtype.overflow_error("tensor()", largest, dtype)
 
 
 def _flatten(data):
@@ -263,8 +208,6 @@ def _from_host(array: np.ndarray, device, dtype) -> Tensor:
             data = np.array(array, dtype=dtype.numpy, copy=True, order="C")
         return Tensor._make(data, device, dtype)
     out = Tensor._make(_dispatch.empty(device, array.shape, dtype), device, dtype)
-    from . import transfer as _transfer
-
     _transfer._copy_from_host(out, array)
     return out
 
@@ -307,8 +250,6 @@ def from_dlpack(obj) -> Tensor:
     """A tensor sharing memory with any object that implements the DLPack protocol (NumPy,
     PyTorch, CuPy, JAX). Host data becomes a cpu tensor; CUDA data a cuda tensor when this
     build's accelerator is cuda."""
-    from ..backends import accelerator_backend
-
     if isinstance(obj, Tensor):
         return obj
     if not (hasattr(obj, "__dlpack__") and hasattr(obj, "__dlpack_device__")):
@@ -319,12 +260,13 @@ def from_dlpack(obj) -> Tensor:
     if int(device_type) == 1:  # kDLCPU
         return from_numpy(np.from_dlpack(obj))
     backend = accelerator_backend()
-    if backend is None or backend.name != "cuda" or int(device_type) not in (2, 13):
+    if backend is None or int(device_type) not in _dispatch.capability(backend,
+                                                                  "dlpack_device_types"):
         raise TypeError(f"from_dlpack: data on DLPack device type {int(device_type)} cannot be "
                         f"imported: this build holds cpu data"
                         + ("" if backend is None else f" and {backend.device_type} data"))
     array = backend.xp.from_dlpack(obj)
-    return Tensor._make(array, _device._canonical("cuda", int(device_id)))
+    return Tensor._make(array, _device._canonical(backend.device_type, int(device_id)))
 
 
 def empty(*size, dtype=None, device=None) -> Tensor:

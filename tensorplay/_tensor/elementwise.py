@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import functools
 import numbers
-import operator
 
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
+from .._runtime.device import CPU
 from .. import _dtype
 from .._runtime import writes as _writes
 from .tensor import Tensor
+from .transfer import check_no_overlap
 
 _Number = (bool, int, float, complex, np.number, np.bool_)
 
@@ -35,8 +36,6 @@ def _operand_device(operands, op: str):
     if len(devices) == 1:
         return devices.pop()
     if not devices:
-        from .._runtime.device import CPU
-
         return CPU
     main = {o.device for o in operands
             if isinstance(o, Tensor) and not (o.device.type == "cpu" and o.ndim == 0)}
@@ -101,22 +100,230 @@ def _broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
                          f"broadcast (sizes must match or be 1, aligned from the right)") from None
 
 
-def check_no_overlap(tensor: Tensor, op: str) -> None:
-    """Refuse to write into a tensor whose elements share memory (an ``expand()``ed view), as
-    PyTorch does: the result would depend on the order the elements are written in."""
-    shape = tensor._data.shape
-    if 0 not in shape and any(stride == 0 and size > 1
-                              for stride, size in zip(tensor._data.strides, shape)):
-        raise RuntimeError(f"{op}: unsupported operation: more than one element of the "
-                           f"written-to tensor refers to a single memory location (an "
-                           f"expand()ed view?). Please clone() the tensor before performing "
-                           f"the operation.")
-    if _writes.active:   # every write into an existing tensor passes here: Note [write records]
-        _writes.note(tensor)
-
-
 def _shape_of(value):
     return value.shape if isinstance(value, Tensor) else ()
+
+
+# Note [elementwise plans]
+# ------------------------
+# Everything an elementwise op decides before it launches (device, promoted and result dtype,
+# broadcast shape, the dtype rule, castability into ``out=``, which operands need a cast, the
+# kernel) depends only on the operands' signatures: for a tensor its dtype, device, shape and
+# strides; for a Python number its type. So the first call with a signature builds a plan
+# (:func:`_plan`, which raises every error the op can raise from metadata) and later calls with
+# the same signature look it up in one dict and only launch (:func:`_execute`). What depends on
+# values is checked per call: guards on tensors, an integer scalar outside the compute dtype
+# (wrapped as PyTorch casts do), the host's integer division by zero, and ``pow``'s negative
+# integer exponent (``pow`` with a number operand is never cached). Devices enter keys by id:
+# they are canonical objects (``_runtime.device.resolve``) whose Python ``__hash__`` would cost
+# a call per lookup; ``binary`` and ``unary`` build their keys inline for the same reason.
+
+#: a plan per signature; cleared when it grows past _PLAN_LIMIT (shapes that never repeat)
+_plans: dict = {}
+_PLAN_LIMIT = 4096
+_CACHEABLE_SCALARS = frozenset((int, float, bool))
+
+# how _execute obtains the value a kernel reads for each operand
+_ARRAY, _ITEM, _RAW, _CAST = 0, 1, 2, 3
+
+
+class _Plan:
+    __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
+                 "mixed", "ufunc", "kwargs", "fast", "check_divisor", "checks_out", "xp",
+                 "formula", "scalar_type")
+
+    def _run_kernel(self, arrays, out_array) -> None:
+        compute_np = self.compute_np
+        if self.formula is not None:
+            xp = self.xp
+            out_array[...] = self.formula(xp, *[_cast(a, compute_np, xp) for a in arrays])
+            return
+        self.ufunc(*[a.astype(compute_np) if getattr(a, "dtype", compute_np) != compute_np
+                     else a for a in arrays], out=out_array, casting="unsafe", **self.kwargs)
+
+
+def _signature(value):
+    """The part of a plan key one operand contributes; None when the operand is not cacheable."""
+    kind = type(value)
+    if kind is Tensor:
+        data = value._data
+        return (value._dtype, id(value._device), data.shape, data.strides)
+    return kind if kind in _CACHEABLE_SCALARS else None
+
+
+def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
+          formula=None, native=None, promote=None) -> _Plan:
+    """Check the op for these operands and decide everything but the values (Note
+    [elementwise plans]). ``ufunc_name``/``result``/``compute`` as :func:`elementwise` takes
+    them; ``formula``/``native``/``promote`` as :func:`formula` takes them."""
+    operands = [_check_operand(v, op) for v in operands]
+    device = _operand_device(operands, op)
+    promoted = _dtype.result_type(*operands) if promote is None else promote(operands)
+    rule = _dtype.OP_RULES.get(op)
+    if rule is not None:
+        rule(op, promoted, operands)
+    if formula is None:
+        compute = promoted if compute is None else compute(promoted)
+        result = compute if result is None else result
+    else:
+        result = promoted if result is None else result(promoted)
+        compute = _dtype.accumulation_dtype(result if compute is None else compute(promoted))
+    shape = _broadcast_shape(op, *(_shape_of(v) for v in operands))
+    if out is None:
+        _dispatch.check_dtype_supported(device, result)
+    else:
+        if shape != out.shape:
+            raise RuntimeError(f"{op}: the result of shape {shape} cannot be written into the "
+                               f"tensor of shape {out.shape} (in-place ops don't broadcast self)")
+        if not _dtype.can_cast(result, out.dtype):
+            raise RuntimeError(f"{op}: result type {result.name} can't be cast to the desired "
+                               f"output type {out.dtype.name}")
+        check_no_overlap(out, op)
+    xp = _dispatch.xp_of(device)
+    plan = _Plan()
+    plan.op, plan.device, plan.result, plan.shape = op, device, result, shape
+    plan.compute, plan.compute_np = compute, compute.numpy
+    plan.xp, plan.formula = xp, formula
+    if formula is not None:
+        plan.ufunc = None
+    else:
+        plan.ufunc = getattr(xp, ufunc_name) if type(ufunc_name) is str else \
+            functools.partial(ufunc_name, xp)
+    plan.kwargs = extra_kwargs or {}
+    plan.check_divisor = op in INTEGER_DIVISIONS and device.type == "cpu"
+    plan.checks_out = out is not None
+    kinds, limits, value_dtypes = [], [], []
+    arrays_match = True
+    for value in operands:
+        if isinstance(value, Tensor):
+            if value.device != device:   # a 0-d host tensor in an accelerator op
+                kinds.append(_ITEM)
+                value_dtypes.append(compute.numpy)
+            else:
+                kinds.append(_ARRAY)
+                value_dtypes.append(value.dtype.numpy)
+                arrays_match &= value.dtype is compute
+            limits.append(None)
+        elif hasattr(value, "dtype") or (isinstance(value, complex) and not compute.is_complex):
+            kinds.append(_RAW)   # a NumPy scalar keeps its dtype; a complex one is cast in xp
+            value_dtypes.append(getattr(value, "dtype", None))
+            limits.append(None)
+        else:
+            kinds.append(_CAST)
+            value_dtypes.append(compute.numpy)
+            limits.append(_weak_scalar_limits(type(value), compute))
+    plan.kinds, plan.limits = tuple(kinds), tuple(limits)
+    plan.mixed = not all(d == compute.numpy for d in value_dtypes)
+    plan.fast = None
+    plan.scalar_type = compute.numpy.type
+    if formula is not None:
+        plan.mixed = True   # the formula kernel casts every operand to the compute dtype
+        if callable(native):
+            if all(k == _ARRAY and v.dtype is result for k, v in zip(kinds, operands)):
+                plan.fast = native
+        elif native is not None and all(
+                k == _CAST or (k == _ARRAY and v.dtype is (
+                    _dtype.bool if native == "where" and i == 0 else result))
+                for i, (k, v) in enumerate(zip(kinds, operands))):
+            plan.fast = _backend_kernel(device, native, result, kinds, operands, shape, out,
+                                        result)
+            plan.scalar_type = result.numpy.type
+    elif not plan.mixed and arrays_match and not plan.kwargs and type(ufunc_name) is str:
+        plan.fast = _backend_kernel(device, op, compute, kinds, operands, shape, out, result)
+    return plan
+
+
+def _backend_kernel(device, name: str, compute: _dtype.dtype, kinds, operands, shape, out,
+                    result: _dtype.dtype):
+    """The backend's own one-kernel launcher for elementwise ``name`` over these operands
+    (``elementwise_kernel`` hook: cuda's raw kernels launch cheaper than CuPy's ufuncs), or
+    None: no hook, a layout it does not take (broadcast or strided operands), or no kernel for
+    the dtypes. Then the ``xp`` ufunc or formula runs."""
+    hook = _dispatch.elementwise_hook(device)
+    if hook is None or (out is not None and not out.is_contiguous()):
+        return None
+    letters = []
+    for kind, value in zip(kinds, operands):
+        if kind == _ARRAY and value.is_contiguous() and value.shape == shape:
+            letters.append("a")
+        elif kind == _CAST:
+            letters.append("s")
+        else:
+            return None
+    return hook(name, compute.numpy, "".join(letters), result.numpy)
+
+
+def _weak_scalar_limits(kind, compute: _dtype.dtype):
+    """For a Python number of type ``kind`` in an op computing in ``compute``: the closed range
+    of values the array library may take as they are (NumPy's weak scalars keep the array's
+    dtype for them), or None when every value must be cast first."""
+    if kind is bool:
+        return (0, 1)
+    if compute.is_floating_point or compute.is_complex:
+        return (float("-inf"), float("inf")) if kind in (int, float) else None
+    if kind is int and compute is not _dtype.bool:
+        info = np.iinfo(compute.numpy)
+        return (int(info.min), int(info.max))
+    return None
+
+
+def _execute(plan: _Plan, operands, out):
+    """Launch ``plan`` over these operand values (Note [elementwise plans])."""
+    device = plan.device
+    values = []
+    for kind, value, limits in zip(plan.kinds, operands, plan.limits):
+        if kind is _ARRAY:
+            if value._guard is not None:
+                value._check_guard()
+            values.append(value._data)
+        elif kind is _CAST:
+            if limits is not None and limits[0] <= value <= limits[1]:
+                values.append(value)
+            else:
+                values.append(_cast(value, plan.compute_np, None))
+        elif kind is _ITEM:
+            value._check_guard()
+            item = value._data.item()
+            values.append(item if isinstance(item, complex) and not plan.compute.is_complex
+                          else _cast(item, plan.compute_np, None))
+        else:
+            values.append(value)
+    if plan.check_divisor:
+        check_host_divisor(plan.op, plan.compute, values[1])
+    if out is None:
+        out_array = _dispatch.empty(device, plan.shape, plan.result)
+        out = Tensor._make(out_array, device, plan.result)
+    else:
+        if out._guard is not None:
+            out._check_guard()
+        if _writes.active:   # every write into an existing tensor is noted: Note [write records]
+            _writes.note(out)
+        out_array = out._data
+    fast = plan.fast
+    if fast is not None:
+        kernel = functools.partial(_fast_kernel, fast, plan.scalar_type, plan.kinds, values,
+                                   out_array)
+    elif plan.mixed:
+        kernel = functools.partial(plan._run_kernel, values, out_array)
+    else:
+        kernel = functools.partial(plan.ufunc, *values, out=out_array, casting="unsafe",
+                                   **plan.kwargs)
+    kernel.__name__ = plan.op
+    if plan.formula is not None:
+        kernel.tp_attrs = {"shape": plan.shape}
+    _dispatch.launch(device, kernel)
+    return out
+
+
+def _fast_kernel(fast, scalar_type, kinds, values, out_array) -> None:
+    """Run a backend's own elementwise kernel; numbers become scalars of the compute dtype
+    here, inside the launch, where NumPy's overflow warnings are off."""
+    fast(*[v if k is _ARRAY else scalar_type(v) for k, v in zip(kinds, values)], out_array)
+
+
+def _out_signature(out):
+    data = out._data
+    return (out._dtype, data.shape, data.strides)
 
 
 def elementwise(op: str, ufunc_name, operands, *, out: Tensor | None = None,
@@ -127,55 +334,55 @@ def elementwise(op: str, ufunc_name, operands, *, out: Tensor | None = None,
         ufunc_name: the name of an ``xp`` ufunc, or a function ``f(xp, *arrays, out, casting)``
             composed of them.
         result: fixes the result dtype (e.g. bool for comparisons); default: promotion.
-        compute: the dtype the ufunc computes in; default: the result dtype.
+        compute: a function of the promoted dtype giving the dtype the ufunc computes in;
+            default: the promoted dtype.
         out: write into this tensor (in-place ops) after checking shape and castability.
     """
-    operands = [_check_operand(v, op) for v in operands]
-    device = _operand_device(operands, op)
-    promoted = _dtype.result_type(*operands)
-    rule = _dtype.OP_RULES.get(op)
-    if rule is not None:
-        rule(op, promoted, operands)
-    compute = promoted if compute is None else compute(promoted)
-    result = compute if result is None else result
-    shape = _broadcast_shape(op, *(_shape_of(v) for v in operands))
-    if out is None:
-        _dispatch.check_dtype_supported(device, result)
-        out_array = _dispatch.empty(device, shape, result)
-        out_tensor = Tensor._make(out_array, device, result)
+    return _execute(_plan(op, ufunc_name, operands, out, result, compute, extra_kwargs),
+                    operands, out)
+
+
+def formula(op: str, operands, fn, *, result=None, compute=None, out: Tensor | None = None,
+            native=None, promote=None, cache: bool = False) -> Tensor:
+    """``out[...] = fn(xp, *operands)`` for Tensors/numbers with broadcasting, in ONE kernel
+    (temporaries live only inside it): the engine for ops that are formulas of ufuncs (where,
+    clamp, the activations ...).
+
+    Args:
+        result: ``result(promoted) -> dtype``, the result dtype (default: the promoted dtype).
+        compute: ``compute(promoted) -> dtype``; operands are cast in the kernel to it (default:
+            the result dtype; float16/bfloat16 compute in float32 either way).
+        native: the backend's own one-kernel form, used when every operand is an array of the
+            result's dtype: a callable ``native(*arrays, out_array)``, or the op's name in the
+            backend's ``elementwise_kernel`` hook (gelu, silu, where ...).
+        promote: ``promote(operands) -> dtype`` instead of promoting all operands (``where``
+            promotes its two values, not the condition).
+        cache: keep the plan for this signature (Note [elementwise plans]); only for a ``fn``,
+            ``result``, ``compute`` and ``native`` that are the same for every call of ``op``.
+    """
+    if cache:
+        key = (op, *[_signature(v) for v in operands],
+               () if out is None else _out_signature(out))
+        plan = _plans.get(key)
+        if plan is None:
+            plan = _plan(op, None, operands, out, result, compute, None, fn, native, promote)
+            if None not in key[1:]:
+                if len(_plans) >= _PLAN_LIMIT:
+                    _plans.clear()
+                _plans[key] = plan
     else:
-        if shape != out.shape:
-            raise RuntimeError(f"{op}: the result of shape {shape} cannot be written into the "
-                               f"tensor of shape {out.shape} (in-place ops don't broadcast self)")
-        if not _dtype.can_cast(result, out.dtype):
-            raise RuntimeError(f"{op}: result type {result.name} can't be cast to the desired "
-                               f"output type {out.dtype.name}")
-        check_no_overlap(out, op)
-        out_tensor = out
-        out_array = out._data
-    xp = _dispatch.xp_of(device)
-    ufunc = getattr(xp, ufunc_name) if type(ufunc_name) is str else \
-        functools.partial(ufunc_name, xp)
-    compute_np = compute.numpy
-    arrays = [_array_of(v, device) for v in operands]
-    arrays = [_cast(a, compute_np, xp) if isinstance(a, _Number) and not hasattr(a, "dtype")
-              and not (isinstance(a, complex) and not compute.is_complex) else a
-              for a in arrays]
-    if op in INTEGER_DIVISIONS and device.type == "cpu":
-        check_host_divisor(op, compute, arrays[1])
-    kwargs = extra_kwargs or {}
-    if all(getattr(a, "dtype", compute_np) == compute_np for a in arrays) and \
-            not any(isinstance(a, _Number) and not hasattr(a, "dtype") and isinstance(a, complex)
-                    and not compute.is_complex for a in arrays):
-        def kernel():
-            ufunc(*arrays, out=out_array, casting="unsafe", **kwargs)
-    else:
-        def kernel():
-            ufunc(*[_cast(a, compute_np, xp) for a in arrays], out=out_array, casting="unsafe",
-                  **kwargs)
-    kernel.__name__ = op
-    _dispatch.launch(device, kernel)
-    return out_tensor
+        plan = _plan(op, None, operands, out, result, compute, None, fn, native, promote)
+    return _execute(plan, operands, out)
+
+
+def _cached(key, op: str, ufunc_name, operands, out, result, compute) -> _Plan:
+    plan = _plan(op, ufunc_name, operands, out, result, compute, None)
+    if None not in key[1:] and not (op == "pow" and any(
+            not isinstance(v, Tensor) for v in operands)):
+        if len(_plans) >= _PLAN_LIMIT:
+            _plans.clear()
+        _plans[key] = plan
+    return plan
 
 
 def _to_float(promoted: _dtype.dtype) -> _dtype.dtype:
@@ -196,65 +403,38 @@ _COMPARE = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
             "logical_or": "logical_or", "logical_xor": "logical_xor"}
 
 
-_FAST_SCALARS = (int, float)
-
-
-def _fast_binary(op: str, a: Tensor, b, out: Tensor | None):
-    """The hot path of ``tensor op scalar`` and ``tensor op same-shaped tensor`` when promotion
-    cannot change the dtype; None when the general path is needed. It skips
-    ``_dtype.OP_RULES``: no rule refuses its ops for its dtypes (floating, int32, int64)."""
-    dtype = a._dtype
-    if a._guard is not None or not (dtype.is_floating_point or dtype in _FAST_INTS):
-        return None
-    data = a._data
-    if type(b) is Tensor:
-        if b._dtype is not dtype or (b._device is not a._device and b._device != a._device) \
-                or b._data.shape != data.shape or b._guard is not None:
-            return None
-        other = b._data
-    elif type(b) in _FAST_SCALARS:
-        if type(b) is float and not dtype.is_floating_point:
-            return None
-        if type(b) is int and not -(1 << 31) < b < (1 << 31):
-            return None
-        other = b
-    else:
-        return None
-    device = a._device
-    if out is None:
-        out = Tensor._make(_dispatch.empty(device, data.shape, dtype), device, dtype)
-    elif out is not a or 0 in data.strides:
-        return None
-    else:
-        if _writes.active:   # Note [write records]
-            _writes.note(out)
-        inplace = _INPLACE_OPERATORS.get(op)
-        if inplace is not None:   # ``x += 1``: the array library's own cheapest path
-            kernel = functools.partial(inplace, data, other)
-            kernel.__name__ = op
-            _dispatch.launch(device, kernel)
-            return out
-    kernel = functools.partial(_UFUNCS[device.type == "cpu"][op], data, other, out=out._data)
-    kernel.__name__ = op
-    _dispatch.launch(device, kernel)
-    return out
+def _binary_call(op: str, a, b):
+    """(ufunc, result, compute) of a binary op for these operands (the plan's first step)."""
+    if op in _COMPARE:
+        return _COMPARE[op], _dtype.bool, None
+    if op in ("div", "atan2"):
+        return ("true_divide" if op == "div" else "arctan2"), None, _to_float
+    if op == "pow" and isinstance(b, Tensor) and b.dtype.is_signed and \
+            _dtype.result_type(a, b) in _INTEGERS:   # a signed integer exponent may be negative
+        return _integer_power, None, None
+    return _BINARY[op], None, None
 
 
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
-    if op in _FAST_OPS and type(a) is Tensor:
-        result = _fast_binary(op, a, b, out)
-        if result is not None:
-            return result
-    if op in _COMPARE:
-        return elementwise(op, _COMPARE[op], [a, b], out=out, result=_dtype.bool)
-    if op == "div":
-        return elementwise(op, "true_divide", [a, b], out=out, compute=_to_float)
-    if op == "atan2":
-        return elementwise(op, "arctan2", [a, b], out=out, compute=_to_float)
-    if op == "pow" and isinstance(b, Tensor) and b.dtype.is_signed and \
-            _dtype.result_type(a, b) in _INTEGERS:   # a signed integer exponent may be negative
-        return elementwise(op, _integer_power, [a, b], out=out)
-    return elementwise(op, _BINARY[op], [a, b], out=out)
+    """``a op b`` by PyTorch's promotion and broadcasting, into ``out`` when given."""
+    kind = type(a)
+    if kind is Tensor:
+        data = a._data
+        key_a = (a._dtype, id(a._device), data.shape, data.strides)
+    else:
+        key_a = kind if kind in _CACHEABLE_SCALARS else None
+    kind = type(b)
+    if kind is Tensor:
+        data = b._data
+        key_b = (b._dtype, id(b._device), data.shape, data.strides)
+    else:
+        key_b = kind if kind in _CACHEABLE_SCALARS else None
+    key = (op, key_a, key_b, () if out is None else _out_signature(out))
+    plan = _plans.get(key)
+    if plan is None:
+        ufunc, result, compute = _binary_call(op, a, b)
+        plan = _cached(key, op, ufunc, (a, b), out, result, compute)
+    return _execute(plan, (a, b), out)
 
 
 def _integer_power(xp, base, exponent, *, out, casting):
@@ -282,15 +462,24 @@ _UNARY = {
 
 
 def unary(op: str, a, out: Tensor | None = None) -> Tensor:
-    ufunc_name, to_float = _UNARY[op]
-    if op == "logical_not":
-        return elementwise(op, ufunc_name, [a], out=out, result=_dtype.bool)
-    if op in ("floor", "ceil", "round", "trunc") and isinstance(a, Tensor) and \
-            a.dtype in _INTEGERS:
-        return a.clone() if out is None else out.copy_(a)
-    if op == "reciprocal":
-        return binary("div", 1, a, out=out)
-    return elementwise(op, ufunc_name, [a], out=out, compute=_to_float if to_float else None)
+    """``op(a)`` (``_UNARY`` names), into ``out`` when given."""
+    if type(a) is Tensor:
+        data = a._data
+        key = (op, (a._dtype, id(a._device), data.shape, data.strides),
+               () if out is None else _out_signature(out))
+    else:
+        key = (op, _signature(a), ())
+    plan = _plans.get(key)
+    if plan is None:
+        if op in ("floor", "ceil", "round", "trunc") and isinstance(a, Tensor) and \
+                a.dtype in _INTEGERS:
+            return a.clone() if out is None else out.copy_(a)
+        if op == "reciprocal":
+            return binary("div", 1, a, out=out)
+        ufunc_name, to_float = _UNARY[op]
+        result = _dtype.bool if op == "logical_not" else None
+        plan = _cached(key, op, ufunc_name, (a,), out, result, _to_float if to_float else None)
+    return _execute(plan, (a,), out)
 
 
 def fill_(tensor: Tensor, value) -> Tensor:
@@ -299,17 +488,13 @@ def fill_(tensor: Tensor, value) -> Tensor:
     if isinstance(value, Tensor):
         if value.numel() != 1:
             raise RuntimeError(f"fill_ takes a one-element tensor, got shape {value.shape}")
-        from . import transfer as _transfer
-
-        return _transfer.copy_(tensor, value.reshape(()))
+        return tensor.copy_(value.reshape(()))
     _check_operand(value, "fill_")
     check_no_overlap(tensor, "fill_")
     data = tensor._data
     if isinstance(value, complex) and not tensor.dtype.is_complex:
         value = value.real
-    from .creation import check_value_fits
-
-    check_value_fits(value, tensor.dtype, "fill_")  # 300 into int8 raises, as in PyTorch
+    _dtype.check_value_fits(value, tensor.dtype, "fill_")  # 300 into int8 raises, as in PyTorch
     scalar = _cast(value, tensor.dtype.numpy, None)  # -1 into uint8 wraps, as in PyTorch
 
     def kernel():
@@ -319,23 +504,5 @@ def fill_(tensor: Tensor, value) -> Tensor:
     return tensor
 
 
-_FAST_OPS = frozenset(("add", "sub", "mul", "maximum", "minimum"))
-_INPLACE_OPERATORS = {"add": operator.iadd, "sub": operator.isub, "mul": operator.imul}
-_FAST_INTS = (_dtype.int32, _dtype.int64)
 _INTEGERS = frozenset(d for d in _dtype.all_dtypes if d not in (_dtype.bool,) and
                       not (d.is_floating_point or d.is_complex))
-
-
-class _UfuncTable(dict):
-    """``{is_cpu: {op: ufunc}}`` filled on first use (the accelerator's xp imports lazily)."""
-
-    def __missing__(self, is_cpu):
-        from ..backends import accelerator_backend, host_backend
-
-        xp = host_backend().xp if is_cpu else accelerator_backend().xp
-        table = {op: getattr(xp, _BINARY[op]) for op in _FAST_OPS}
-        self[is_cpu] = table
-        return table
-
-
-_UFUNCS = _UfuncTable()

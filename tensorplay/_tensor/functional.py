@@ -1,6 +1,7 @@
 """The module-level functions ``tensorplay`` exports (``tp.add``, ``tp.exp``, ``tp.sum``,
-``tp.matmul``, ``tp.reshape`` ...): a thin table over ``_ops``, ``_reductions``, ``_combine``,
-``_views`` and ``_indexing``, which hold the one implementation each.
+``tp.matmul``, ``tp.reshape`` ...): a thin table over ``elementwise``, ``reductions``,
+``linalg``, ``activations``, ``join``, ``views`` and ``indexing``, which hold the one
+implementation each.
 
 The elementwise functions take ``out=`` (the result is written into that tensor, which must have
 the broadcast shape and a dtype the result can be cast to). ``add``/``sub`` take ``alpha``
@@ -14,7 +15,8 @@ import builtins
 
 import numpy as np
 
-from . import join as _combine
+from . import activations as _activations, creation as _creation, join as _combine
+from . import linalg as _linalg
 from .. import _dtype
 from . import (
     indexing as _indexing,
@@ -249,8 +251,6 @@ def _converter(name: str, dtype: _dtype.dtype):
 
 def _new(kind: str):
     def method(self, *size, dtype=None, device=None) -> Tensor:
-        from . import creation as _creation
-
         dtype = self.dtype if dtype is None else dtype
         device = self.device if device is None else device
         if kind == "tensor":
@@ -295,7 +295,7 @@ def _build() -> list[str]:
     for alias, target in _ALIASES.items():
         table[alias] = table[target]
         names.append(alias)
-    for module in (_reductions, _combine, _views, _indexing):
+    for module in (_reductions, _linalg, _activations, _combine, _views, _indexing):
         for name in module.__all__:
             if name in ("getitem", "setitem") or name in _METHOD_ONLY:
                 continue

@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import threading
 
+from .._runtime import dispatch as _dispatch
+
 __all__ = ["fused"]
 
 
@@ -41,8 +43,6 @@ class _Fused:
         """The compiled (cuda) or plain (NumPy) function for the namespace ``xp``."""
         function = self._by_xp.get(id(xp))
         if function is None:
-            from .._runtime import dispatch as _dispatch
-
             with self._lock:
                 function = self._by_xp.get(id(xp))
                 if function is None:

@@ -26,6 +26,8 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
 from . import elementwise as _ops
+from . import transfer as _transfer
+from . import creation as _creation
 from .tensor import Tensor, _normalize_dim
 from .views import _make_view, unsqueeze_stride
 
@@ -54,8 +56,6 @@ def _is_mask(index: Tensor) -> bool:
 
 def _as_index_tensor(item, device) -> Tensor:
     """A list/array/tensor index as a Tensor on ``device`` (copied there if needed)."""
-    from . import creation as _creation
-
     if isinstance(item, Tensor):
         item._check_guard()
         index = item
@@ -246,13 +246,11 @@ def getitem(tensor: Tensor, key):
 
 # -- writing ----------------------------------------------------------------------------------
 def _check_writable(tensor: Tensor, op: str) -> None:
-    _ops.check_no_overlap(tensor, op)
+    _transfer.check_no_overlap(tensor, op)
 
 
 def _value_operand(tensor: Tensor, value, op: str):
     """(xp value for the kernel, its shape): a scalar of the tensor's dtype, or an array."""
-    from . import creation as _creation
-
     if not isinstance(value, Tensor) and not isinstance(value, _ops._Number):
         value = _creation.tensor(value, dtype=tensor.dtype)  # checks each value fits, as torch
     if isinstance(value, Tensor):
@@ -262,7 +260,7 @@ def _value_operand(tensor: Tensor, value, op: str):
         return value._data, value.shape
     if isinstance(value, complex) and not tensor.dtype.is_complex:
         value = value.real
-    _creation.check_value_fits(value, tensor.dtype, op)
+    _dtype.check_value_fits(value, tensor.dtype, op)
     # Through an int64/float64 array so that a negative int wraps into an unsigned dtype, as
     # PyTorch's casts do.
     return np.asarray(value).astype(tensor.dtype.numpy)[()], ()
@@ -354,8 +352,6 @@ def _prod(shape) -> int:
 def nonzero(input, *, as_tuple: bool = False):
     """Indices of the nonzero elements: an ``(n, ndim)`` int64 tensor, or (``as_tuple``) one
     1-D tensor per dimension. Reads the data on the host (the result's size depends on it)."""
-    from . import creation as _creation
-
     tensor = _tensor(input, "nonzero")
     host = np.asarray(tensor._host_copy("nonzero()"))
     found = np.nonzero(host.reshape(1) if host.ndim == 0 else host)

@@ -1,39 +1,27 @@
-"""Ops that combine tensors or evaluate a formula per element: ``matmul`` (``mm bmm dot addmm
-outer``), ``cat``/``stack``, ``where``, ``clamp``, ``flip``, ``tril``/``triu``, and the
-activations (``relu gelu sigmoid silu softmax log_softmax erf erfc lerp``).
+"""Ops that join tensors or select between them: ``cat``/``stack``, ``where``, ``clamp``,
+``flip``, ``tril``/``triu`` and ``lerp``; and :func:`_apply`, the one-kernel formula engine that
+these, ``activations.py`` and ``functional.py`` share.
 
 Every op checks its operands, works out the result's shape and dtype from metadata alone, takes
 its memory from ``_dispatch.empty`` and launches ONE kernel that computes the whole formula with
 ``xp`` (temporaries live only inside the kernel). float16 and bfloat16 compute in float32 and
 round once when the result is stored.
-
-``erf`` (and so ``gelu(approximate="none")``) is computed here because NumPy has none: for
-float16/bfloat16/float32 a Taylor series below ``|x| = 0.8`` and the Numerical-Recipes
-Chebyshev fit of erfc above it, max abs error 1.3e-7 (about two float32 ulps near 1); for float64
-a positive-term series up to ``|x| = 3`` and a 40-term continued fraction for erfc beyond it,
-max abs error 1.4e-15 (tested against ``math.erf``).
 """
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
 from . import elementwise as _ops
-from .reductions import _accumulate
+from . import indexing as _indexing
+from . import transfer as _transfer
 from .tensor import Tensor, _normalize_dim
 
-__all__ = ["matmul", "mm", "bmm", "dot", "addmm", "outer", "cat", "concat", "concatenate",
-           "stack", "where", "clamp", "clip", "clamp_min", "clamp_max", "flip", "tril", "triu",
-           "relu", "gelu", "sigmoid", "silu", "softmax", "log_softmax", "erf", "erfc", "lerp"]
+__all__ = ["cat", "concat", "concatenate", "stack", "where", "clamp", "clip", "clamp_min",
+           "clamp_max", "flip", "tril", "triu", "lerp"]
 
-TENSOR_METHODS = ("matmul", "mm", "bmm", "dot", "addmm", "outer", "clamp", "clip",
-                  "clamp_", "clip_", "clamp_min", "clamp_max", "flip", "tril", "triu", "relu",
-                  "relu_", "gelu", "sigmoid", "sigmoid_", "silu", "softmax", "log_softmax",
-                  "erf", "erf_", "erfc", "lerp")
+TENSOR_METHODS = ("clamp", "clip", "clamp_", "clip_", "clamp_min", "clamp_max", "flip", "tril",
+                  "triu", "lerp")
 
 
 def _tensor_arg(value, op: str, name: str) -> Tensor:
@@ -56,35 +44,16 @@ def _result(op: str, device, shape, dtype: _dtype.dtype, out: Tensor | None):
     if not _dtype.can_cast(dtype, out.dtype):
         raise RuntimeError(f"{op}: result type {dtype.name} can't be cast to the desired output "
                            f"type {out.dtype.name}")
-    _ops.check_no_overlap(out, op)
+    _transfer.check_no_overlap(out, op)
     return out._data, out
 
 
 def _apply(op: str, operands, formula, *, result=None, compute=None,
-           out: Tensor | None = None) -> Tensor:
-    """``out[...] = formula(xp, *operands)`` for Tensors/numbers with broadcasting.
-
-    ``result(promoted)`` gives the result dtype (default: the promoted dtype); operands are cast
-    in the kernel to ``compute(promoted)`` (default: the result dtype, float32 for half floats).
-    """
-    operands = [_ops._check_operand(v, op) for v in operands]
-    device = _ops._operand_device(operands, op)
-    promoted = _dtype.result_type(*operands)
-    _dtype.check_op(op, promoted, operands)
-    result = promoted if result is None else result(promoted)
-    shape = _ops._broadcast_shape(op, *(_ops._shape_of(v) for v in operands))
-    out_array, out_tensor = _result(op, device, shape, result, out)
-    compute_dtype = _accumulate(result if compute is None else compute(promoted))
-    compute = compute_dtype.numpy
-    arrays = [_ops._array_of(v, device) for v in operands]
-    xp = _dispatch.xp_of(device)
-    if op in _ops.INTEGER_DIVISIONS and device.type == "cpu":
-        _ops.check_host_divisor(op, compute_dtype, arrays[1])
-
-    def kernel():
-        out_array[...] = formula(xp, *[_ops._cast(a, compute, xp) for a in arrays])
-    _dispatch.launch(device, _dispatch.named(op, kernel, shape=shape))
-    return out_tensor
+           out: Tensor | None = None, native=None, cache: bool = False) -> Tensor:
+    """``out[...] = formula(xp, *operands)``: the elementwise engine's formula form
+    (``elementwise.formula``, which documents the arguments)."""
+    return _ops.formula(op, operands, formula, result=result, compute=compute, out=out,
+                        native=native, cache=cache)
 
 
 def _floating(op: str):
@@ -104,123 +73,6 @@ def _only_floating(op: str):
                             f"convert it with .float() first")
         return promoted
     return rule
-
-
-# -- matrix products --------------------------------------------------------------------------
-def _same_dtype(op: str, a: Tensor, b: Tensor) -> None:
-    if a.dtype is not b.dtype:
-        raise RuntimeError(f"{op}: expected both operands to have the same dtype, got "
-                           f"{a.dtype.name} and {b.dtype.name}")
-    if a.dtype is _dtype.bool:
-        raise RuntimeError(f"{op}: bool tensors are not supported; convert them first")
-
-
-def _matmul_shape(a_shape, b_shape) -> tuple[int, ...]:
-    if not a_shape or not b_shape:
-        raise RuntimeError(f"both arguments to matmul need to be at least 1D, but they are "
-                           f"{len(a_shape)}D and {len(b_shape)}D")
-    a2 = (1,) + a_shape if len(a_shape) == 1 else a_shape
-    b2 = b_shape + (1,) if len(b_shape) == 1 else b_shape
-    if a2[-1] != b2[-2]:
-        raise RuntimeError(f"matmul: shapes {a_shape} and {b_shape} cannot be multiplied "
-                           f"({a2[-1]} != {b2[-2]}: the first's last dim must equal the "
-                           f"second's {'only' if len(b_shape) == 1 else 'second-to-last'} dim)")
-    try:
-        batch = tuple(np.broadcast_shapes(a2[:-2], b2[:-2]))
-    except ValueError:
-        raise RuntimeError(f"matmul: the batch dimensions of shapes {a_shape} and {b_shape} "
-                           f"do not broadcast ({a2[:-2]} vs {b2[:-2]})") from None
-    return batch + a2[-2:-1] * (len(a_shape) > 1) + b2[-1:] * (len(b_shape) > 1)
-
-
-def _launch_matmul(op: str, a: Tensor, b: Tensor, shape) -> Tensor:
-    device = _ops._operand_device([a, b], op)
-    out, result = _result(op, device, shape, a.dtype, None)
-    compute = _accumulate(a.dtype).numpy
-    left, right = a._data, b._data
-    matmul = _dispatch.matmul_of(device)
-    exact = compute == a.dtype.numpy
-
-    def kernel():
-        if exact:
-            matmul(left, right, out=out)
-        else:
-            out[...] = matmul(left.astype(compute), right.astype(compute))
-    _dispatch.launch(device, _dispatch.named(op, kernel, shape=tuple(shape)))
-    return result
-
-
-def matmul(input, other) -> Tensor:
-    """Matrix product with PyTorch's rules: 1-D @ 1-D is a dot product, a 1-D operand gets a
-    dimension added (and removed from the result), batch dimensions broadcast.
-
-    Raises:
-        RuntimeError: for 0-d operands, mismatched inner sizes or batch shapes (naming both
-            shapes), or operands of different dtypes.
-    """
-    a, b = _tensor_arg(input, "matmul", "input"), _tensor_arg(other, "matmul", "other")
-    _same_dtype("matmul", a, b)
-    return _launch_matmul("matmul", a, b, _matmul_shape(a.shape, b.shape))
-
-
-def mm(input, mat2) -> Tensor:
-    """The product of two 2-D tensors (no broadcasting)."""
-    a, b = _tensor_arg(input, "mm", "input"), _tensor_arg(mat2, "mm", "mat2")
-    if a.ndim != 2 or b.ndim != 2:
-        raise RuntimeError(f"mm: expected two 2-D tensors, got shapes {a.shape} and {b.shape}")
-    if a.shape[1] != b.shape[0]:
-        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x"
-                           f"{a.shape[1]} and {b.shape[0]}x{b.shape[1]})")
-    _same_dtype("mm", a, b)
-    return _launch_matmul("mm", a, b, (a.shape[0], b.shape[1]))
-
-
-def bmm(input, mat2) -> Tensor:
-    """Batched product of two 3-D tensors with the same batch size (no broadcasting)."""
-    a, b = _tensor_arg(input, "bmm", "input"), _tensor_arg(mat2, "bmm", "mat2")
-    if a.ndim != 3 or b.ndim != 3:
-        raise RuntimeError(f"bmm: expected two 3-D tensors, got shapes {a.shape} and {b.shape}")
-    if a.shape[0] != b.shape[0] or a.shape[2] != b.shape[1]:
-        raise RuntimeError(f"bmm: shapes {a.shape} and {b.shape} cannot be multiplied: expected "
-                           f"mat2 of shape ({a.shape[0]}, {a.shape[2]}, *)")
-    _same_dtype("bmm", a, b)
-    return _launch_matmul("bmm", a, b, (a.shape[0], a.shape[1], b.shape[2]))
-
-
-def dot(input, other) -> Tensor:
-    """The dot product of two 1-D tensors of the same size (a 0-d tensor)."""
-    a, b = _tensor_arg(input, "dot", "input"), _tensor_arg(other, "dot", "other")
-    if a.ndim != 1 or b.ndim != 1:
-        raise RuntimeError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
-    if a.shape != b.shape:
-        raise RuntimeError(f"inconsistent tensor size, expected tensor {a.shape} and src "
-                           f"{b.shape} to have the same number of elements, but got "
-                           f"{a.shape[0]} and {b.shape[0]} elements respectively")
-    _same_dtype("dot", a, b)
-    return _launch_matmul("dot", a, b, ())
-
-
-def addmm(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
-    """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts; ``beta=0`` ignores it
-    (NaN in it does not propagate)."""
-    product = mm(mat1, mat2)
-    if alpha != 1:
-        product = _ops.binary("mul", product, alpha)
-    if beta == 0:
-        return product
-    bias = _tensor_arg(input, "addmm", "input")
-    if beta != 1:
-        bias = _ops.binary("mul", bias, beta)
-    return _ops.binary("add", product, bias)
-
-
-def outer(input, vec2) -> Tensor:
-    """The outer product of two 1-D tensors."""
-    a, b = _tensor_arg(input, "outer", "input"), _tensor_arg(vec2, "outer", "vec2")
-    if a.ndim != 1 or b.ndim != 1:
-        raise RuntimeError(f"outer: expected two 1-D tensors, got shapes {a.shape} and "
-                           f"{b.shape}")
-    return _ops.binary("mul", a.unsqueeze(1), b.unsqueeze(0))
 
 
 # -- joining ----------------------------------------------------------------------------------
@@ -317,25 +169,21 @@ def where(condition, input=None, other=None) -> Tensor:
     """
     condition = _tensor_arg(condition, "where", "condition")
     if input is None and other is None:
-        from . import indexing as _indexing
-
         return _indexing.nonzero(condition, as_tuple=True)
     if condition.dtype is not _dtype.bool:
         raise TypeError(f"where expected condition to be a boolean tensor, but got a tensor "
                         f"with dtype {condition.dtype.name}")
-    values = [_ops._check_operand(v, "where") for v in (input, other)]
-    device = _ops._operand_device([condition, *values], "where")
-    result = _dtype.result_type(*values)
-    shape = _ops._broadcast_shape("where", condition.shape, *(_ops._shape_of(v) for v in values))
-    out, tensor = _result("where", device, shape, result, None)
-    cond = _ops._array_of(condition, device)
-    first, second = (_ops._array_of(v, device) for v in values)
-    compute, xp = result.numpy, _dispatch.xp_of(device)
+    return _ops.formula("where", [condition, input, other], _where, promote=_promote_values,
+                        native="where", cache=True)
 
-    def kernel():
-        out[...] = xp.where(cond, _ops._cast(first, compute, xp), _ops._cast(second, compute, xp))
-    _dispatch.launch(device, _dispatch.named("where", kernel, shape=shape))
-    return tensor
+
+def _where(xp, condition, first, second):
+    return xp.where(condition, first, second)
+
+
+def _promote_values(operands) -> _dtype.dtype:
+    """``where``'s result dtype: its two values promoted; the bool condition takes no part."""
+    return _dtype.result_type(*operands[1:])
 
 
 def tensor_where(self, condition, other) -> Tensor:
@@ -418,172 +266,6 @@ def triu(input, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dims (elements below ``diagonal`` set to 0)."""
     return _triangle("triu", input, diagonal)
 
-
-# -- activations ------------------------------------------------------------------------------
-def relu(input) -> Tensor:
-    """``max(x, 0)``, keeping the dtype (NaN stays NaN). RuntimeError for bool and complex."""
-    tensor = _tensor_arg(input, "relu", "input")
-    return _apply("relu", [tensor], lambda xp, x: xp.maximum(x, x.dtype.type(0)))
-
-
-def relu_(input) -> Tensor:
-    tensor = _tensor_arg(input, "relu_", "input")
-    return _apply("relu_", [tensor], lambda xp, x: xp.maximum(x, x.dtype.type(0)), out=tensor)
-
-
-def _sigmoid(xp, x):
-    e = xp.exp(-xp.abs(x))
-    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
-
-
-def sigmoid(input) -> Tensor:
-    """``1 / (1 + exp(-x))``, accurate in both tails; bool/integer input gives float32."""
-    return _apply("sigmoid", [_tensor_arg(input, "sigmoid", "input")], _sigmoid,
-                  result=_floating("sigmoid"))
-
-
-def sigmoid_(input) -> Tensor:
-    tensor = _tensor_arg(input, "sigmoid_", "input")
-    return _apply("sigmoid_", [tensor], _sigmoid, result=_floating("sigmoid_"), out=tensor)
-
-
-def silu(input) -> Tensor:
-    """``x * sigmoid(x)``."""
-    return _apply("silu", [_tensor_arg(input, "silu", "input")],
-                  lambda xp, x: x * _sigmoid(xp, x), result=_only_floating("silu"))
-
-
-# erf, float32 path: Taylor coefficients of erf (odd powers) and the Numerical Recipes erfc fit.
-_ERF_TAYLOR = tuple((-1) ** n * 2 / (math.sqrt(math.pi) * math.factorial(n) * (2 * n + 1))
-                    for n in range(11))
-_ERFC_FIT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
-             -1.13520398, 1.48851587, -0.82215223, 0.17087277)
-
-
-def _erf32(xp, x):
-    kind = x.dtype.type
-    ax = xp.abs(x)
-    small = xp.minimum(ax, kind(0.8))
-    x2 = small * small
-    series = kind(_ERF_TAYLOR[-1])
-    for c in _ERF_TAYLOR[-2::-1]:
-        series = series * x2 + kind(c)
-    big = xp.maximum(ax, kind(0.8))
-    t = 1 / (1 + kind(0.5) * big)
-    fit = kind(_ERFC_FIT[-1])
-    for c in _ERFC_FIT[-2::-1]:
-        fit = fit * t + kind(c)
-    tail = 1 - t * xp.exp(-big * big + fit)
-    return xp.copysign(xp.where(ax < 0.8, small * series, tail), x)
-
-
-def _erf64(xp, x):
-    ax = xp.abs(x)
-    small = xp.minimum(ax, 3.0)
-    x2 = small * small
-    term, total = small, small
-    for n in range(1, 50):  # erf = 2/sqrt(pi) e^-x^2 sum 2^n x^(2n+1) / (2n+1)!!
-        term = term * (2 * x2) / (2 * n + 1)
-        total = total + term
-    series = (2 / math.sqrt(math.pi)) * xp.exp(-x2) * total
-    big = xp.maximum(ax, 3.0)
-    fraction = big
-    for k in range(40, 0, -1):  # erfc continued fraction, evaluated from its tail
-        fraction = big + (k / 2) / fraction
-    tail = 1 - xp.exp(-big * big) / (math.sqrt(math.pi) * fraction)
-    return xp.copysign(xp.where(ax <= 3.0, series, tail), x)
-
-
-def _erf(xp, x):
-    fused = _dispatch.erf_for(xp)
-    if fused is not None:
-        return fused(x)
-    return _erf64(xp, x) if x.dtype == np.float64 else _erf32(xp, x)
-
-
-def erf(input) -> Tensor:
-    """The error function (accuracy in the module docstring); integer input gives float32."""
-    return _apply("erf", [_tensor_arg(input, "erf", "input")], _erf, result=_floating("erf"))
-
-
-def erf_(input) -> Tensor:
-    tensor = _tensor_arg(input, "erf_", "input")
-    return _apply("erf_", [tensor], _erf, result=_floating("erf_"), out=tensor)
-
-
-def erfc(input) -> Tensor:
-    """``1 - erf(x)`` (absolute, not relative, accuracy in the far right tail)."""
-    return _apply("erfc", [_tensor_arg(input, "erfc", "input")], lambda xp, x: 1 - _erf(xp, x),
-                  result=_floating("erfc"))
-
-
-_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
-
-
-def _gelu_exact(xp, x):
-    return x * 0.5 * (1 + _erf(xp, x * (1 / math.sqrt(2))))
-
-
-def _gelu_tanh(xp, x):
-    return 0.5 * x * (1 + xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
-
-
-def gelu(input, approximate: str = "none") -> Tensor:
-    """Gaussian error linear unit: ``x * Phi(x)`` with the exact erf (``approximate="none"``)
-    or the tanh approximation (``"tanh"``).
-
-    Raises:
-        ValueError: another ``approximate``. TypeError: bool/integer input.
-    """
-    if approximate not in ("none", "tanh"):
-        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    formula = _gelu_exact if approximate == "none" else _gelu_tanh
-    return _apply("gelu", [_tensor_arg(input, "gelu", "input")], formula,
-                  result=_only_floating("gelu"))
-
-
-def _softmax_input(op: str, input, dim, dtype):
-    tensor = _tensor_arg(input, op, "input")
-    if dtype is not None:
-        tensor = tensor.to(_dtype.to_dtype(dtype))
-    if not tensor.dtype.is_floating_point:
-        raise TypeError(f"{op}(): expected a floating point tensor, got {tensor.dtype.name}; "
-                        f"pass dtype=tensorplay.float32")
-    return tensor, _normalize_dim(dim, tensor.ndim)
-
-
-def _along(axis: int, zero_d: bool, rule):
-    def formula(xp, x):
-        if zero_d:
-            return rule(xp, x.reshape(1), 0).reshape(())
-        return rule(xp, x, axis)
-    return formula
-
-
-def _softmax_rule(xp, x, axis):
-    shifted = xp.exp(x - xp.amax(x, axis=axis, keepdims=True))
-    return shifted / xp.sum(shifted, axis=axis, keepdims=True)
-
-
-def _log_softmax_rule(xp, x, axis):
-    shifted = x - xp.amax(x, axis=axis, keepdims=True)
-    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
-
-
-def softmax(input, dim: int, dtype=None) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``dim``, computed stably (the maximum subtracted)."""
-    tensor, axis = _softmax_input("softmax", input, dim, dtype)
-    if tensor.numel() == 0:
-        return tensor.clone()
-    return _apply("softmax", [tensor], _along(axis, tensor.ndim == 0, _softmax_rule))
-
-
-def log_softmax(input, dim: int, dtype=None) -> Tensor:
-    """``x - logsumexp(x)`` along ``dim``, computed stably."""
-    tensor, axis = _softmax_input("log_softmax", input, dim, dtype)
-    if tensor.numel() == 0:
-        return tensor.clone()
-    return _apply("log_softmax", [tensor], _along(axis, tensor.ndim == 0, _log_softmax_rule))
 
 
 def lerp(input, end, weight) -> Tensor:

@@ -21,6 +21,8 @@ import numpy as np
 from .._runtime import device as _device, dispatch as _dispatch
 from .. import _dtype, _philox
 from .._runtime import writes as _writes
+from .._runtime.select import accelerator_backend
+from . import creation as _creation
 from .tensor import Tensor
 
 __all__ = ["manual_seed", "initial_seed", "seed", "rand", "randn", "randint", "normal"]
@@ -68,9 +70,7 @@ class Generator:
         if self._state is None:
             with _lock:
                 if self._state is None:
-                    from .creation import tensor
-
-                    self._state = tensor([self.initial_seed, 0], dtype=_dtype.uint64,
+                    self._state = _creation.tensor([self.initial_seed, 0], dtype=_dtype.uint64,
                                          device=self.device)
         return self._state
 
@@ -198,22 +198,16 @@ def random_(tensor: Tensor, low: int, high: int) -> Tensor:
 
 def rand(*size, dtype=None, device=None) -> Tensor:
     """Uniform numbers in ``[0, 1)``."""
-    from .creation import empty
-
-    return uniform_(empty(*size, dtype=_float_dtype(dtype, "rand"), device=device))
+    return uniform_(_creation.empty(*size, dtype=_float_dtype(dtype, "rand"), device=device))
 
 
 def randn(*size, dtype=None, device=None) -> Tensor:
     """Standard normal numbers."""
-    from .creation import empty
-
-    return normal_(empty(*size, dtype=_float_dtype(dtype, "randn"), device=device))
+    return normal_(_creation.empty(*size, dtype=_float_dtype(dtype, "randn"), device=device))
 
 
 def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
     """Integers uniform in ``[low, high)`` (``randint(high, size)`` starts at 0)."""
-    from .creation import empty
-
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
             raise TypeError("randint() needs a size, e.g. randint(0, 10, (3,))")
@@ -223,23 +217,19 @@ def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
     dtype = _dtype.int64 if dtype is None else _dtype.to_dtype(dtype)
     low, high = int(low), int(high)
     _check_randint("randint", dtype, low, high)
-    return _fill(empty(*tuple(size), dtype=dtype, device=device), "randint",
+    return _fill(_creation.empty(*tuple(size), dtype=dtype, device=device), "randint",
                  _philox.fill_randint, low, high)
 
 
 def normal(mean: float, std: float, size, dtype=None, device=None) -> Tensor:
     """Normal numbers of the given ``size``."""
-    from .creation import empty
-
-    return normal_(empty(*tuple(size), dtype=_float_dtype(dtype, "normal"), device=device),
-                   mean, std)
+    return normal_(_creation.empty(*tuple(size), dtype=_float_dtype(dtype, "normal"),
+                                   device=device), mean, std)
 
 
 def manual_seed(value) -> None:
     """Seed the cpu generator and every accelerator device's generator (as torch.manual_seed)
     with an int or an integral float (``2.0``); see :func:`normalize_seed` for what is refused."""
-    from ..backends import accelerator_backend
-
     generator_for(_device.CPU).manual_seed(value)
     backend = accelerator_backend()
     if backend is not None:

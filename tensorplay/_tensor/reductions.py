@@ -15,12 +15,14 @@ topk``) raise RuntimeError for complex tensors, as in PyTorch.
 from __future__ import annotations
 
 import builtins
+import functools
 from collections import namedtuple
 
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
+from . import elementwise as _ops
 from .tensor import Tensor, _normalize_dim
 
 __all__ = ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "all", "any",
@@ -75,9 +77,7 @@ def _xp_axis(tensor: Tensor, axes):
     return None if tensor.ndim == 0 else axes
 
 
-def _accumulate(dtype: _dtype.dtype) -> _dtype.dtype:
-    """Half-width floats accumulate in float32."""
-    return _dtype.float32 if dtype in (_dtype.float16, _dtype.bfloat16) else dtype
+_accumulate = _dtype.accumulation_dtype
 
 
 def _new(device, shape, dtype: _dtype.dtype):
@@ -131,15 +131,73 @@ def _summed_dtype(tensor, dtype):
     return _dtype.int64
 
 
+class _SumPlan:
+    """What a sum/prod over one input signature decides before it launches (as Note
+    [elementwise plans] in ``elementwise.py``): device, result shape and dtype, the reduction
+    and, for a small whole-tensor sum on a backend that has one, its one-launch kernel."""
+
+    __slots__ = ("op", "device", "shape", "result", "reduce", "axis", "keepdim", "acc", "fast",
+                 "into_out")
+
+
+_sum_plans: dict = {}
+
+
 def _sum_like(op: str, tensor, dim, keepdim, dtype, reducer: str) -> Tensor:
+    if type(tensor) is Tensor and tensor._guard is None and type(dim) is not list:
+        data = tensor._data
+        key = (op, tensor._dtype, id(tensor._device), data.shape, data.strides, dim, keepdim,
+               dtype)
+        plan = _sum_plans.get(key)
+        if plan is None:
+            plan = _sum_plan(op, tensor, dim, keepdim, dtype, reducer)
+            if len(_sum_plans) >= 1024:
+                _sum_plans.clear()
+            _sum_plans[key] = plan
+    else:
+        plan = _sum_plan(op, tensor, dim, keepdim, dtype, reducer)
+        data = tensor._data
+    device, result = plan.device, plan.result
+    out = _dispatch.empty(device, plan.shape, result)
+    if plan.fast is not None:
+        kernel = functools.partial(plan.fast, data, out)
+    elif plan.into_out:
+        kernel = functools.partial(plan.reduce, data, axis=plan.axis, keepdims=plan.keepdim,
+                                   dtype=plan.acc, out=out)
+    else:
+        kernel = functools.partial(_reduce_into, plan.reduce, data, plan.axis, plan.keepdim,
+                                   plan.acc, out)
+    kernel.__name__ = op
+    kernel.tp_attrs = {"shape": plan.shape}
+    _dispatch.launch(device, kernel)
+    return Tensor._make(out, device, result)
+
+
+def _reduce_into(reduce, data, axis, keepdims, acc, out) -> None:
+    out[...] = reduce(data, axis=axis, keepdims=keepdims, dtype=acc)
+
+
+def _sum_plan(op: str, tensor, dim, keepdim, dtype, reducer: str) -> _SumPlan:
     tensor = _check_tensor(tensor, op)
     axes = _axes(tensor, dim, op)
-    result = _summed_dtype(tensor, dtype)
-    acc = _accumulate(result).numpy
-
-    def body(xp, a, axis, keepdims):
-        return getattr(xp, reducer)(a, axis=axis, keepdims=keepdims, dtype=acc)
-    return _reduce(op, tensor, axes, keepdim, result, body)
+    plan = _SumPlan()
+    plan.op, plan.device, plan.keepdim = op, tensor.device, keepdim
+    plan.result = _summed_dtype(tensor, dtype)
+    plan.acc = _accumulate(plan.result).numpy
+    plan.shape = _reduced_shape(tensor.shape, axes, keepdim)
+    _dispatch.check_dtype_supported(plan.device, plan.result)
+    plan.reduce = getattr(_dispatch.xp_of(plan.device), reducer)
+    plan.axis = _xp_axis(tensor, axes)
+    # the reduction writes ``out=`` itself when it accumulates in the result's dtype (one
+    # kernel instead of a reduction and a copy)
+    plan.into_out = plan.acc == plan.result.numpy and tensor.ndim > 0
+    plan.fast = None
+    hook = _dispatch.sum_hook(plan.device)
+    if hook is not None and op == "sum" and len(axes) == tensor.ndim and tensor.ndim > 0 and \
+            tensor.is_contiguous() and 0 < tensor.numel() <= hook.limit:
+        plan.fast = hook(plan.acc if tensor.dtype.numpy == plan.acc else tensor.dtype.numpy,
+                         plan.result.numpy)
+    return plan
 
 
 # -- sums and products ------------------------------------------------------------------------
@@ -275,8 +333,6 @@ def _values_indices(op: str, tensor: Tensor, dim, keepdim: bool, finder: str):
 def _max_min(op: str, input, dim, keepdim, other):
     finder = "argmax" if op == "max" else "argmin"
     if isinstance(dim, Tensor) or other is not None:
-        from . import elementwise as _ops
-
         return _ops.binary("maximum" if op == "max" else "minimum", input,
                            dim if other is None else other)
     tensor = _check_tensor_op(input, op)

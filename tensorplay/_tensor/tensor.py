@@ -2,8 +2,13 @@
 
 A Tensor wraps one ``xp`` array (NumPy on ``cpu`` and ``sim``, CuPy on ``cuda``) and the device it
 lives on. Views (``view``, slicing, ``transpose`` ...) are new Tensors over the same memory, so
-writing through a view changes its base. Ops live in ``_ops.py`` and never import a backend: they
-ask ``_dispatch`` for memory and hand it kernels.
+writing through a view changes its base.
+
+This module is the data model only: it imports no op module. Every op method (``to``, ``clone``,
+``copy_``, ``fill_``, ``__repr__``, the operators ...) is installed by ``methods.py``, the one
+method table; ``tensor.pyi`` (generated from it by ``tools/gen_tensor_stub.py``) shows them to
+IDEs and type checkers. Ops never import a backend: they ask ``_runtime.dispatch`` for memory and
+hand it kernels.
 """
 
 from __future__ import annotations
@@ -12,7 +17,7 @@ import builtins
 
 import numpy as np
 
-from .._runtime import dispatch as _dispatch
+from .._runtime import capture as _capture, dispatch as _dispatch, state as _state
 from .. import _dtype
 from .._runtime.device import device as _device_cls
 
@@ -139,8 +144,6 @@ class Tensor:
         self._check_guard()
         if self._device.type == "cpu":
             return self._data
-        from .._runtime import capture as _capture, state as _state
-
         native = _state.current_native_stream(self._device.index)
         _capture.check_capture_safe(call, native)
         return _dispatch.backend_of(self._device).to_host(native, self._data)
@@ -172,54 +175,6 @@ class Tensor:
         array = self._host_copy("Tensor.__array__()")
         return array if dtype is None else array.astype(dtype)
 
-    def cpu(self) -> "Tensor":
-        """This tensor on the host (itself if already there)."""
-        return self.to("cpu")
-
-    def to(self, *args, **kwargs) -> "Tensor":
-        """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)``; returns
-        ``self`` when nothing changes, unless ``copy=True``."""
-        from . import transfer as _transfer
-
-        return _transfer.to(self, *args, **kwargs)
-
-    def cuda(self, device=None) -> "Tensor":
-        return self.to("cuda" if device is None else device)
-
-    def clone(self) -> "Tensor":
-        """A contiguous copy on the same device."""
-        from . import transfer as _transfer
-
-        return _transfer.clone(self)
-
-    def contiguous(self) -> "Tensor":
-        return self if self.is_contiguous() else self.clone()
-
-    def copy_(self, src, non_blocking: bool = False) -> "Tensor":
-        """Copy ``src`` into this tensor, broadcasting and casting; ``src`` may be on another
-        device (a copy from or to the host waits for the device)."""
-        from . import transfer as _transfer
-
-        return _transfer.copy_(self, src)
-
-    def fill_(self, value) -> "Tensor":
-        from . import elementwise as _ops
-
-        return _ops.fill_(self, value)
-
-    def zero_(self) -> "Tensor":
-        return self.fill_(0)
-
-    def type(self, dtype=None):
-        if dtype is None:
-            return f"tensorplay.{self._dtype.name}"
-        return self.to(_dtype.to_dtype(dtype))
-
-    def __repr__(self) -> str:
-        from . import repr as _repr
-
-        return _repr.tensor_repr(self)
-
     def __bool__(self) -> bool:
         if self.numel() != 1:
             raise RuntimeError(f"the truth value of a tensor with {self.numel()} elements is "
@@ -246,15 +201,18 @@ class Tensor:
     # -- DLPack ---------------------------------------------------------------------------------
     def __dlpack__(self, *args, **kwargs):
         self._check_guard()
-        if self._device.type == "sim":
-            raise TypeError("DLPack export of sim tensors is not supported: simulated device "
-                            "memory is not visible to other libraries; use tensor.cpu() first")
+        self._check_dlpack()
         return self._data.__dlpack__(*args, **kwargs)
 
     def __dlpack_device__(self):
-        if self._device.type == "sim":
-            raise TypeError("DLPack export of sim tensors is not supported; use tensor.cpu()")
+        self._check_dlpack()
         return self._data.__dlpack_device__()
+
+    def _check_dlpack(self) -> None:
+        if not _dispatch.dlpack_device_types(self._device):
+            raise TypeError(f"DLPack export of {self._device.type} tensors is not supported: "
+                            f"this device's memory is not visible to other libraries; use "
+                            f"tensor.cpu() first")
 
 
 def _normalize_dim(dim: int, ndim: int) -> int:

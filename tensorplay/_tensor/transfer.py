@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._runtime import device as _device, dispatch as _dispatch
+from .._runtime import capture as _capture, device as _device, dispatch as _dispatch
+from .._runtime import state as _state
+from .._runtime import writes as _writes
 from .. import _dtype
 from .tensor import Tensor
+
+#: installed on Tensor by ``methods.py`` (with ``copy_`` and ``type``)
+TENSOR_METHODS = ("to", "cpu", "cuda", "clone", "contiguous")
 
 
 def _parse_to(tensor: Tensor, args, kwargs):
@@ -40,6 +45,8 @@ def _parse_to(tensor: Tensor, args, kwargs):
 
 
 def to(tensor: Tensor, *args, **kwargs) -> Tensor:
+    """``to(device)``, ``to(dtype)``, ``to(device, dtype)``, ``to(other_tensor)``; returns
+    ``tensor`` itself when nothing changes, unless ``copy=True``."""
     device, dtype, copy = _parse_to(tensor, args, kwargs)
     if device == tensor.device and dtype is tensor.dtype and not copy:
         return tensor
@@ -48,7 +55,31 @@ def to(tensor: Tensor, *args, **kwargs) -> Tensor:
     return copy_(out, tensor)
 
 
+def cpu(tensor: Tensor) -> Tensor:
+    """This tensor on the host (itself if already there)."""
+    return to(tensor, "cpu")
+
+
+def cuda(tensor: Tensor, device=None) -> Tensor:
+    """This tensor on a cuda device (the current one by default)."""
+    return to(tensor, "cuda" if device is None else device)
+
+
+def tensor_type(tensor: Tensor, dtype=None):
+    """``Tensor.type()``: the type name (``"tensorplay.float32"``) with no argument, else the
+    tensor converted to ``dtype``."""
+    if dtype is None:
+        return f"tensorplay.{tensor.dtype.name}"
+    return to(tensor, _dtype.to_dtype(dtype))
+
+
+def contiguous(tensor: Tensor) -> Tensor:
+    """``tensor`` itself if it is C-contiguous, else a contiguous copy."""
+    return tensor if tensor.is_contiguous() else clone(tensor)
+
+
 def clone(tensor: Tensor) -> Tensor:
+    """A contiguous copy on the same device."""
     out = Tensor._make(_dispatch.empty(tensor.device, tensor.shape, tensor.dtype),
                        tensor.device, tensor.dtype)
     return copy_(out, tensor)
@@ -70,18 +101,28 @@ def _check_broadcast(dst: Tensor, src_shape) -> None:
                            f"to the destination's shape {dst.shape}")
 
 
-def copy_(dst: Tensor, src) -> Tensor:
-    """Copy ``src`` (Tensor, NumPy array or Python value) into ``dst`` with broadcasting."""
-    dst._check_guard()
-    if not isinstance(src, Tensor):
-        from . import creation as _creation
+def check_no_overlap(tensor: Tensor, op: str) -> None:
+    """Refuse to write into a tensor whose elements share memory (an ``expand()``ed view), as
+    PyTorch does: the result would depend on the order the elements are written in."""
+    shape = tensor._data.shape
+    if 0 not in shape and any(stride == 0 and size > 1
+                              for stride, size in zip(tensor._data.strides, shape)):
+        raise RuntimeError(f"{op}: unsupported operation: more than one element of the "
+                           f"written-to tensor refers to a single memory location (an "
+                           f"expand()ed view?). Please clone() the tensor before performing "
+                           f"the operation.")
+    if _writes.active:   # every write into an existing tensor passes here: Note [write records]
+        _writes.note(tensor)
 
-        src = _creation.tensor(src)
+
+def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
+    """Copy ``src`` into ``dst``, broadcasting and casting; ``src`` may be on another device (a
+    copy from or to the host waits for the device). ``Tensor.copy_`` also takes Python data and
+    NumPy arrays (``methods.py`` turns them into a cpu tensor first)."""
+    dst._check_guard()
     src._check_guard()
     _check_broadcast(dst, src.shape)
-    from . import elementwise as _ops
-
-    _ops.check_no_overlap(dst, "copy_")
+    check_no_overlap(dst, "copy_")
     if src.device == dst.device:
         _dispatch.launch(dst.device, _assign_kernel(dst._data, src._data))
     elif dst.device.type == "cpu":
@@ -95,8 +136,6 @@ def copy_(dst: Tensor, src) -> Tensor:
 
 
 def _copy_from_host(dst: Tensor, host: np.ndarray) -> None:
-    from .._runtime import capture as _capture, state as _state
-
     native = _state.current_native_stream(dst.device.index)
     _capture.check_capture_safe("copy from the host (tensor creation/copy_)", native)
     backend = _dispatch.backend_of(dst.device)
@@ -112,16 +151,20 @@ def _copy_from_host(dst: Tensor, host: np.ndarray) -> None:
 
 
 def _copy_between_devices(dst: Tensor, src: Tensor) -> None:
-    from .._runtime import state as _state
-    from ..accelerator._streams import Event
-
     backend = _dispatch.backend_of(dst.device)
     source = src.contiguous()
     staged = _dispatch.empty(dst.device, source.shape, source.dtype)
-    src_stream = _state.current_stream(src.device.index)
-    dst_stream = _state.current_stream(dst.device.index)
-    dst_stream.wait_event(src_stream.record_event())
-    backend.memcpy(dst_stream._native, backend.array_ptr(staged),
-                   backend.array_ptr(source._data), source.nbytes)
-    src_stream.wait_event(dst_stream.record_event(Event()))
+    src_stream = _state.current_native_stream(src.device.index)
+    dst_stream = _state.current_native_stream(dst.device.index)
+    _order_after(backend, dst_stream, src_stream)
+    backend.memcpy(dst_stream, backend.array_ptr(staged), backend.array_ptr(source._data),
+                   source.nbytes)
+    _order_after(backend, src_stream, dst_stream)
     _dispatch.launch(dst.device, _assign_kernel(dst._data, staged))
+
+
+def _order_after(backend, later, earlier) -> None:
+    """Make work queued later on native stream ``later`` wait for ``earlier``'s queue so far."""
+    event = backend.create_event(earlier.device_index, False)
+    backend.event_record(event, earlier)
+    backend.stream_wait_event(later, event)

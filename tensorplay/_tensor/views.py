@@ -23,6 +23,7 @@ import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
+from . import elementwise as _ops
 from .tensor import Tensor, _normalize_dim
 
 __all__ = ["view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "permute",
@@ -282,8 +283,6 @@ def adjoint(tensor: Tensor) -> Tensor:
 def _conj(tensor: Tensor) -> Tensor:
     if not tensor.dtype.is_complex:
         return tensor
-    from . import elementwise as _ops
-
     return _ops.elementwise("conj", "conjugate", [tensor])
 
 

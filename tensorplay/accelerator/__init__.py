@@ -15,8 +15,9 @@ import contextlib
 from typing import Any
 
 from .._runtime import device as _device
-from ..backends import accelerator_backend, require_accelerator
+from .._runtime.select import accelerator_backend, require_accelerator
 from .._runtime import capture as _capture, state as _state
+from . import _streams
 from ._streams import Event, Stream
 from .graphs import Graph, graph_pool_handle, is_current_stream_capturing
 from .memory import (
@@ -123,21 +124,18 @@ def synchronize(device=None) -> None:
     Raises:
         RuntimeError: during a capture that forbids waiting (see ``Graph``).
     """
-    backend = accelerator_backend()
-    if backend is None:
+    if accelerator_backend() is None:
         return
-    index = _device.resolve_accelerator_index(device)
-    _capture.check_capture_safe("synchronize()", devices=(index,))
-    backend.synchronize_device(index)
+    _capture.wait_for_device(_device.resolve_accelerator_index(device), "synchronize()")
 
 
 def current_stream(device=None) -> Stream:
     """This thread's current stream on ``device`` (its default stream until one is set)."""
-    return _state.current_stream(_device.resolve_accelerator_index(device))
+    return _streams.current_stream(_device.resolve_accelerator_index(device))
 
 
 def set_stream(stream: Stream) -> None:
     """Make ``stream`` current on its device for this thread (prefer ``with stream:``)."""
     if not isinstance(stream, Stream):
         raise TypeError(f"set_stream() takes a tensorplay Stream, got {type(stream).__name__}")
-    _state.set_current_stream(stream)
+    _streams.set_current_stream(stream)

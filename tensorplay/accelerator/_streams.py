@@ -9,9 +9,11 @@ thread. Capture needs a non-default stream; ``with Graph():`` provides one.
 from __future__ import annotations
 
 import threading
+import weakref
+from typing import Any
 
 from .._runtime import device as _device
-from ..backends import require_accelerator
+from .._runtime.select import require_accelerator
 from .._runtime import capture as _capture, state as _state
 
 __all__ = ["Stream", "Event"]
@@ -35,10 +37,31 @@ def default_stream(index: int) -> "Stream":
         with _defaults_lock:
             stream = _defaults.get(index)
             if stream is None:
-                backend = require_accelerator()
-                stream = Stream._wrap(backend.default_stream(index), index)
+                stream = Stream._wrap(_state.default_native_stream(index), index)
                 _defaults[index] = stream
     return stream
+
+
+#: native stream -> its public Stream, for every Stream made here (default ones included)
+_public: "weakref.WeakValueDictionary[Any, Stream]" = weakref.WeakValueDictionary()
+
+
+def public_stream(native, index: int) -> "Stream":
+    """The public Stream over a native stream handle (made on first sight, then the same one)."""
+    stream = _public.get(native)
+    if stream is None:
+        stream = Stream._wrap(native, index)
+    return stream
+
+
+def current_stream(index: int) -> "Stream":
+    """This thread's current public Stream on device ``index``."""
+    return public_stream(_state.current_native_stream(index), index)
+
+
+def set_current_stream(stream: "Stream") -> None:
+    """Make a public Stream current on its device for this thread."""
+    _state.set_current_native_stream(stream.device_index, stream._native)
 
 
 class Stream:
@@ -61,6 +84,7 @@ class Stream:
         self._native = backend.create_stream(self.device_index, priority)
         self._handle = backend.stream_handle(self._native)
         self._previous: list = []
+        _public[self._native] = self
 
     @classmethod
     def _wrap(cls, native, index: int) -> "Stream":
@@ -70,6 +94,7 @@ class Stream:
         stream._native = native
         stream._handle = require_accelerator().stream_handle(native)
         stream._previous = []
+        _public[native] = stream
         return stream
 
     @property
@@ -123,12 +148,12 @@ class Stream:
         self.wait_event(stream.record_event())
 
     def __enter__(self) -> "Stream":
-        self._previous.append(_state.current_stream(self.device_index))
-        _state.set_current_stream(self)
+        self._previous.append(current_stream(self.device_index))
+        set_current_stream(self)
         return self
 
     def __exit__(self, *exc) -> None:
-        _state.set_current_stream(self._previous.pop())
+        set_current_stream(self._previous.pop())
 
     def __cuda_stream__(self):
         """The CUDA stream protocol: ``(0, stream pointer)`` (CUDA streams only)."""
@@ -144,7 +169,7 @@ class Stream:
         return id(self._native)
 
     def __repr__(self) -> str:
-        kind = "default " if getattr(self._native, "is_default", False) else ""
+        kind = "default " if self._native.is_default else ""
         return f"<tensorplay.Stream {kind}on {self.device}>"
 
 
@@ -234,7 +259,7 @@ class Event:
 def _stream_or_current(stream, call: str) -> Stream:
     """``stream``, or this thread's current stream when None; TypeError for anything else."""
     if stream is None:
-        return _state.current_stream(_state.current_device_index())
+        return current_stream(_state.current_device_index())
     if not isinstance(stream, Stream):
         raise wrong_kind(call, "a tensorplay Stream or None", stream)
     return stream

@@ -17,18 +17,18 @@ What to know before capturing:
   a copy to or from the host, ``synchronize``, an event wait — raises ``RuntimeError`` during a
   capture under ``capture_error_mode`` "global" (any thread) or "thread_local" (the capturing
   thread); the capture is invalidated and ``capture_end`` raises. "relaxed" skips the guards
-  for other threads (Note [capture-unsafe calls] in ``accelerator/_state.py``).
+  for other threads (Note [capture-unsafe calls] in ``_runtime/capture.py``).
 - **Conditionals.** ``begin_capture_to_if_node(p)`` / ``begin_capture_to_while_node(p)`` take a
   one-element bool tensor on the capturing device. A while body repeats while ``p`` is true
   when the body ends, so the body must update ``p`` in place (``p.copy_(...)``; ``p = ...``
   makes a new tensor the node never reads, and ``end_capture_to_conditional_node`` refuses a
-  body that never writes ``p``: Note [while predicate writes] in ``_body_writes.py``). Random
+  body that never writes ``p``: Note [write records] in ``_runtime/writes.py``). Random
   ops draw fresh numbers on every iteration (unlike a PyTorch graph, whose RNG offset is fixed
   per replay).
 - **Threads.** A "global" or "thread_local" capture ends only on the thread that began it (as in
   CUDA); ``capture_end``/``reset`` from another thread raise and leave it open. If that thread
   exits with the capture open, the capture is discarded on its way out (Note [capture owner
-  thread] in ``_state.py``). A "relaxed" capture may end on any thread.
+  thread] in ``_runtime/capture.py``). A "relaxed" capture may end on any thread.
 - **Differences from PyTorch.** ``with g:`` discards a failed capture (the graph is as if never
   captured) and restores the caller's stream; the executable is always compiled at
   ``capture_end``; the captured graph is always kept, so ``debug_dump`` works after any capture.
@@ -42,18 +42,18 @@ import os
 import threading
 import weakref
 
-from .._runtime import device as _device
-from .._tensor import random as _random
+from .._runtime import capture as _capture, device as _device, state as _state
+from .._runtime.allocator import device_allocator as _allocator
 from .._runtime.dispatch import body_watchers as _body_watchers
+from .._runtime.select import require_accelerator
+from .._runtime.writes import WhileBodyWatch
+from .._tensor import random as _random
 from ._staging import plan_staging
-from ..backends import require_accelerator
-from .._runtime import capture as _capture, state as _state
-from .._runtime.body_writes import WhileBodyWatch
+from . import _streams
 from ._streams import Stream, wrong_kind
 
 __all__ = ["Graph", "graph_pool_handle", "is_current_stream_capturing"]
 
-_MODES = ("global", "thread_local", "relaxed")
 _UNSET = "__unset__"
 _pool_ids = itertools.count(1)
 _pool_lock = threading.Lock()
@@ -74,19 +74,6 @@ def is_current_stream_capturing() -> bool:
     """Whether this thread's current stream on the current device is capturing."""
     backend = require_accelerator()
     return backend.is_capturing(_state.current_native_stream(_state.current_device_index()))
-
-
-def _check_mode(mode) -> str:
-    if mode not in _MODES:
-        raise ValueError(f"capture_error_mode must be one of {', '.join(map(repr, _MODES))}, "
-                         f"got {mode!r}")
-    return mode
-
-
-def _allocator(index: int):
-    from .._runtime.allocator import device_allocator
-
-    return device_allocator(index)
 
 
 class Graph:
@@ -115,7 +102,7 @@ class Graph:
         self._backend = require_accelerator()
         self._keep_graph = bool(keep_graph)
         self._pool_arg = self._check_pool(pool)
-        self._mode = _check_mode(capture_error_mode)
+        self._mode = _capture.check_mode(capture_error_mode)
         self._debug = False
         self._native_graph = None
         self._exec = None
@@ -190,17 +177,13 @@ class Graph:
         if pool is not _UNSET:
             self._pool_arg = self._check_pool(pool)
         if capture_error_mode is not _UNSET:
-            self._mode = _check_mode(capture_error_mode)
+            self._mode = _capture.check_mode(capture_error_mode)
         if stream is not None and not isinstance(stream, Stream):
             raise TypeError(f"capture_begin(stream=...) takes a Stream, got "
                             f"{type(stream).__name__}")
         index = _state.current_device_index() if stream is None else stream.device_index
-        stream = _state.current_stream(index) if stream is None else stream
-        if getattr(stream._native, "is_default", False):
-            raise RuntimeError(f"cannot capture on the default stream of {stream.device}; "
-                               f"capture needs a side stream (with Graph(): provides one)")
-        if self._backend.is_capturing(stream._native):
-            raise RuntimeError(_nested_capture_message("capture_begin", stream.device))
+        stream = _streams.current_stream(index) if stream is None else stream
+        _capture.check_capture_stream("capture_begin", stream._native, index)
         _random.generator_for(_device.device(self._backend.device_type, index)).state()
         pool_id = self.pool()
         allocator = _allocator(index)
@@ -213,8 +196,8 @@ class Graph:
             allocator.release_pool(pool_id)
             raise
         self._pool_id, self._device_index, self._capture_stream = pool_id, index, stream
-        self._previous_stream = _state.current_stream(index)
-        _state.set_current_stream(stream)
+        self._previous_stream = _streams.current_stream(index)
+        _streams.set_current_stream(stream)
         on_exit = None if self._mode == "relaxed" else \
             weakref.WeakMethod(self._discard_after_thread_exit)
         self._record = _capture.CaptureRecord(stream._native, index, self._mode, on_exit)
@@ -241,10 +224,8 @@ class Graph:
                                    f"discarded because {reason}; capture again")
             raise RuntimeError("capture_end: this graph is not capturing (call capture_begin "
                                "first)")
-        self._check_owner_thread("capture_end")
-        if self._bodies:
-            raise RuntimeError(f"capture_end: {len(self._bodies)} conditional body(ies) still "
-                               f"open; call end_capture_to_conditional_node() first")
+        self._record.check_owner_thread("capture_end")
+        _capture.check_bodies_closed(self._record, "capture_end")
         stream, record = self._capture_stream, self._record
         try:
             native_graph = self._backend.capture_end(stream._native)
@@ -272,18 +253,6 @@ class Graph:
         # staging]), so a plain debug_dump works after any capture.
         self._native_graph = native_graph
 
-    def _check_owner_thread(self, call: str) -> None:
-        """Refuse, before touching anything, to end a capture only another thread may end
-        (Note [capture owner thread] in ``_state.py``)."""
-        record = self._record
-        if record.owned_elsewhere():
-            raise RuntimeError(
-                f"{call}: this graph's capture was begun on thread {record.thread_name!r} with "
-                f"capture_error_mode={record.mode!r}, and only that thread may end it (as in "
-                f"CUDA); it is still capturing, untouched. Call capture_end() (or reset() to "
-                f"discard it) on that thread, or capture with capture_error_mode='relaxed' to "
-                f"end it from another thread")
-
     def _finish_capture(self, restore_stream: bool = True) -> None:
         """Stop routing allocations to the pool and restore the caller's stream (on the thread
         that began the capture: the current stream is per thread)."""
@@ -292,7 +261,7 @@ class Graph:
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id,
                                                             self._capture_stream._native)
         if restore_stream and record.thread_id == threading.get_ident():
-            _state.set_current_stream(self._previous_stream)
+            _streams.set_current_stream(self._previous_stream)
         self._record = None
 
     def _release_pool(self) -> None:
@@ -302,7 +271,7 @@ class Graph:
 
     def _abandon(self, restore_stream: bool = True) -> None:
         """Discard an open capture: close bodies, end the native capture, drop everything.
-        Callers have checked the thread (:meth:`_check_owner_thread`)."""
+        Callers have checked the thread (``CaptureRecord.check_owner_thread``)."""
         backend = self._backend
         while self._bodies:
             body, _, _ = self._bodies.pop()
@@ -334,29 +303,9 @@ class Graph:
                                    f"before capture_end()")
 
     # -- conditional nodes ------------------------------------------------------------------
-    def _check_predicate(self, scalar_pred, call: str):
-        from .._dtype import bool as bool_dtype
-        from .._tensor.tensor import Tensor
-
-        if self._record is None:
-            raise RuntimeError(f"{call}: only inside an open capture (capture_begin or with g:)")
-        if not isinstance(scalar_pred, Tensor):
-            raise TypeError(f"{call}: the predicate must be a one-element bool Tensor, got "
-                            f"{type(scalar_pred).__name__}")
-        if scalar_pred.dtype is not bool_dtype:
-            raise TypeError(f"{call}: the predicate must be a bool tensor, got "
-                            f"{scalar_pred.dtype.name}")
-        if scalar_pred.numel() != 1:
-            raise ValueError(f"{call}: the predicate must have exactly one element, got shape "
-                             f"{scalar_pred.shape}")
-        if scalar_pred.device.type == "cpu" or scalar_pred.device.index != self._device_index:
-            raise ValueError(f"{call}: the predicate must be on the capturing device "
-                             f"{self._capture_stream.device}, got {scalar_pred.device}")
-        return scalar_pred._data
-
     def _begin_conditional(self, kind: str, scalar_pred, call: str) -> None:
-        predicate = self._check_predicate(scalar_pred, call)
-        parent = _state.current_stream(self._device_index)
+        predicate = _capture.check_predicate(call, self._record, scalar_pred)
+        parent = _streams.current_stream(self._device_index)
         body_native = self._backend.begin_conditional(parent._native, kind, predicate)
         body = Stream._wrap(body_native, self._device_index)
         _allocator(self._device_index).begin_allocate_to_pool(self._pool_id, body_native)
@@ -365,10 +314,10 @@ class Graph:
         self._record.body_streams.append(body_native)
         if any(entry[2] is not None for entry in self._bodies):
             _body_watchers[body_native] = self._note_body_work
-        _state.set_current_stream(body)
+        _streams.set_current_stream(body)
 
     def _note_body_work(self, kernel) -> None:
-        """Note [while predicate writes]: ``kernel`` (None: a graph launch) was recorded into
+        """Note [write records]: ``kernel`` (None: a graph launch) was recorded into
         a body; every open while body of this graph may have been written by it."""
         for _, _, watch in self._bodies:
             if watch is not None:
@@ -392,10 +341,9 @@ class Graph:
         """Refresh the predicate consumed by the innermost open conditional node from
         ``scalar_pred`` at this point of its body (used for nested conditionals); a while node
         re-reads this predicate when its body ends."""
-        predicate = self._check_predicate(scalar_pred, "set_conditional_handle_for_current_node")
-        if not self._bodies:
-            raise RuntimeError("set_conditional_handle_for_current_node: no conditional node is "
-                               "open")
+        call = "set_conditional_handle_for_current_node"
+        predicate = _capture.check_predicate(call, self._record, scalar_pred)
+        _capture.check_body_open(self._record, call)
         body, _, watch = self._bodies[-1]
         self._backend.set_conditional(body._native, predicate)
         if watch is not None:
@@ -406,18 +354,19 @@ class Graph:
 
         Raises:
             RuntimeError: no body is open; or a while body never writes its predicate (Note
-                [while predicate writes]): the loop could never end. The body is closed and the
+                [write records]): the loop could never end. The body is closed and the
                 capture invalidated (``capture_end`` raises; ``with g:`` discards it).
         """
-        if not self._bodies:
-            raise RuntimeError("end_capture_to_conditional_node: no conditional node is open "
-                               "(unbalanced with begin_capture_to_if_node/while_node)")
+        if self._record is None:
+            raise RuntimeError("end_capture_to_conditional_node: only inside an open capture "
+                               "(capture_begin or with g:)")
+        _capture.check_body_open(self._record, "end_capture_to_conditional_node")
         body, parent, watch = self._bodies.pop()
         _body_watchers.pop(body._native, None)
         self._record.body_streams.remove(body._native)
         self._backend.end_conditional(body._native)
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id, body._native)
-        _state.set_current_stream(parent)
+        _streams.set_current_stream(parent)
         if watch is not None and self._record.invalidated_by is None and \
                 not watch.may_write_predicate(self._backend):
             self._refusal = ("a while body that never writes its predicate "
@@ -454,7 +403,7 @@ class Graph:
         if launch is None:
             raise RuntimeError("replay: nothing captured yet (capture first, or after reset())")
         if stream is None:
-            stream = _state.current_stream(self._device_index)
+            stream = _streams.current_stream(self._device_index)
         else:
             try:   # free unless it raises: the type is checked only on the way out
                 same_device = stream.device_index == self._device_index and \
@@ -469,7 +418,7 @@ class Graph:
         result = launch(stream._handle)
         if result[0] is not self._launch_ok:
             self._launch_failed(result, stream._native)
-        if _body_watchers:   # replayed inside a while body: Note [while predicate writes]
+        if _body_watchers:   # replayed inside a while body: Note [write records]
             _note_graph_launch(stream._native)
 
     def _refuse_replay_stream(self, stream) -> None:
@@ -505,7 +454,7 @@ class Graph:
             _write_back)
         self._staged = True   # a launch that fails may leave the staging nodes set
         self._backend.stage_and_launch(exe, native, copies, copies_out)
-        if _body_watchers:   # Note [while predicate writes]
+        if _body_watchers:   # Note [write records]
             _note_graph_launch(native)
         self._staged = bool(copies or copies_out)
         for index in slow_out:
@@ -529,7 +478,7 @@ class Graph:
                                "reset() after the block ends (an exception leaving the block "
                                "discards the capture). The capture continues")
         if self._record is not None:
-            self._check_owner_thread("reset")
+            self._record.check_owner_thread("reset")
             self._abandon()
         self._discarded_because = None
         self._backend.graph_destroy(self._native_graph, self._exec)
@@ -559,13 +508,10 @@ class Graph:
 
     # -- context manager --------------------------------------------------------------------
     def __enter__(self) -> "Graph":
-        from . import synchronize
-
         index = _state.current_device_index()
-        caller = _state.current_stream(index)
-        if self._backend.is_capturing(caller._native):
-            raise RuntimeError(_nested_capture_message("with Graph()", caller.device))
-        synchronize(index)
+        caller = _streams.current_stream(index)
+        _capture.check_not_capturing("with Graph()", caller._native, index)
+        _capture.wait_for_device(index)
         gc.collect()
         side = _side_stream(index)
         side.wait_stream(caller)
@@ -621,19 +567,11 @@ class Graph:
 
 
 def _note_graph_launch(native_stream) -> None:
-    """A graph launched into an open body: what it writes cannot be seen (Note [while predicate
-    writes])."""
+    """A graph launched into an open body: what it writes cannot be seen (Note [write
+    records])."""
     watcher = _body_watchers.get(native_stream)
     if watcher is not None:
         watcher(None)
-
-
-def _nested_capture_message(call: str, device) -> str:
-    return (f"{call}: nested capture on one stream is not supported: this thread's current "
-            f"stream on {device} is already capturing into another graph (an enclosing "
-            f"`with g:` or capture_begin()). End that capture first and capture this graph "
-            f"after it, or record this work into the enclosing graph; the enclosing capture "
-            f"is unaffected")
 
 
 _side_streams: dict[tuple[int, int], Stream] = {}

@@ -9,7 +9,7 @@ tensors — and, on cuda, of CuPy's temporaries — goes through; statistics use
 
 .. note:: ``empty_cache`` returns cached, unused blocks to the device. It never releases memory a
    live graph may replay into, nor memory a live tensor uses (Note [graph pool lifetime] in
-   ``tensorplay/_allocator.py``).
+   ``tensorplay/_runtime/allocator.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ from collections import OrderedDict
 from typing import Any
 
 from .._runtime import device as _device
-from ..backends import accelerator_backend, require_accelerator
+from ..backends import hook
+from .._runtime.select import accelerator_backend, require_accelerator
 from .._runtime import capture as _capture
+from .._runtime.allocator import device_allocator
 
 __all__ = ["empty_cache", "empty_host_cache", "get_memory_info", "max_memory_allocated",
            "max_memory_reserved", "memory_allocated", "memory_reserved", "memory_stats",
@@ -27,8 +29,6 @@ __all__ = ["empty_cache", "empty_host_cache", "get_memory_info", "max_memory_all
 
 
 def _allocator(device):
-    from .._runtime.allocator import device_allocator
-
     return device_allocator(_device.resolve_accelerator_index(device))
 
 
@@ -44,8 +44,6 @@ def empty_cache() -> None:
     backend = accelerator_backend()
     if backend is None:
         return
-    from .._runtime.allocator import device_allocator
-
     indices = range(backend.device_count())
     _capture.check_capture_safe("empty_cache()", devices=indices)
     for index in indices:
@@ -56,7 +54,7 @@ def empty_host_cache() -> None:
     """Release cached pinned host memory the backend keeps for transfers (no-op where the
     backend keeps none, including a host-only build)."""
     backend = accelerator_backend()
-    release = getattr(backend, "empty_host_cache", None)
+    release = hook(backend, "empty_host_cache")
     if release is not None:
         release()
 

@@ -22,7 +22,7 @@ from collections.abc import Iterable
 from .._runtime import device as _device
 from .._tensor import random as _random
 from .._tensor.tensor import Tensor
-from ..backends import require_accelerator
+from .._runtime.select import require_accelerator
 
 __all__ = ["get_rng_state", "get_rng_state_all", "set_rng_state", "set_rng_state_all",
            "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed"]

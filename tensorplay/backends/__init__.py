@@ -1,12 +1,15 @@
-"""The backend protocol, and the one-time choice of the accelerator.
+"""The backend protocol: what a device runtime offers tensorplay, declared and nothing more.
 
 A backend is the small native surface that a device runtime offers; everything with policy in it
-(the caching allocator, capture-mode guards, the graph lifecycle, RNG offsets, tensor ops) lives
-above it and is shared, so that one fix reaches every backend. Three backends implement
-:class:`Backend`:
+(the choice of backend, device spellings, the caching allocator, capture rules, the graph
+lifecycle, RNG offsets, tensor ops) lives above it, in ``tensorplay._runtime`` and up, and is
+shared, so that one fix reaches every backend. This module holds the protocols only; the choice
+of backends and the registry of device types are ``tensorplay._runtime.select``.
 
-- ``host`` (device type ``cpu``): NumPy, synchronous, always present. Its streams, events and
-  graphs do not exist; those methods raise ``RuntimeError``.
+Three backends exist:
+
+- ``host`` (device type ``cpu``): NumPy, synchronous, always present. It implements the array
+  half only (:class:`HostArrays`): no raw memory, streams, events or graphs.
 - ``sim`` (``TENSORPLAY_ACCELERATOR=sim``): the executable specification of an accelerator on
   the host. Streams are ordered queues that run lazily, events are positions in them, a graph is
   a recorded node list whose if/while nodes hold sub-lists.
@@ -15,45 +18,71 @@ above it and is shared, so that one fix reaches every backend. Three backends im
 
 How a backend plugs in
 ----------------------
-1. Implement every method of :class:`Backend` in ``backends/<name>.py`` (or a package), with a
-   class named ``<Name>Backend``; native handles (streams, events, graphs, executables) are
-   objects of the backend's own, and the layer above never looks inside them except for
-   ``device_index``.
+1. Write ``backends/<name>.py`` (or a package) with a ``create_backend()`` that returns an
+   object implementing :class:`Backend`: :class:`Devices`, :class:`Memory`, :class:`Work`,
+   :class:`Streams` and :class:`Graphs`. ``create_backend`` raises ``ImportError`` when the
+   runtime it needs is missing; the selection keeps that reason for ``python -m tensorplay
+   info``. Native handles (streams, events, graphs, executables) are objects of the backend's own;
+   the layers above read only what :class:`NativeStream` / :class:`NativeEvent` declare.
 2. Memory: the backend hands out raw device allocations (``malloc``/``free``) and makes array
    views over them (``as_array``). It never caches: ``_runtime.allocator`` does, for every
-   accelerator backend (see Note [graph pool lifetime] there).
+   accelerator backend. An array library that allocates on its own (CuPy) is pointed at that
+   allocator through the ``use_allocator`` hook, which the runtime calls at selection time: a
+   backend never imports the layers above it.
 3. Work: every tensor op builds a zero-argument *kernel* (a closure over ``xp`` arrays that writes
    into preallocated outputs) and hands it to ``launch(stream, kernel)``. Host runs it at once;
    cuda runs it at once on the bound CuPy stream (the driver records it when that stream
    captures); sim queues it, or records it into the open graph.
-4. Add the name to ``_ACCELERATORS`` below. Nothing else reads ``TENSORPLAY_ACCELERATOR``.
+4. Validation lives above: indices, devices and capture rules are checked once by
+   ``tensorplay._runtime`` (``device``, ``capture``) before a backend is called; a backend
+   reports what its native runtime reports (an invalid device, a refused wait).
+5. Optional speed-ups and capabilities are the members of :class:`OptionalHooks`, each with a
+   documented fallback. Layers above look them up only through :func:`hook` (None when absent)
+   or :func:`require_hook` (``NotImplementedError`` naming the hook and the backend) and
+   :func:`capability` (the declared default when absent): never by ``getattr``.
+6. Add one line to ``DEVICE_TYPES`` in ``tensorplay/_runtime/select.py``: device spellings,
+   their errors and ``TENSORPLAY_ACCELERATOR`` read that registry.
 
-The conformance suite under ``tests/`` (everything but ``tests/backends/``) uses only the public
-API; a backend is supported when that suite passes on it unchanged.
+The conformance suite under ``tests/`` (everything but ``tests/internals/``) uses only the
+public API; a backend is supported when that suite passes on it unchanged.
+``tests/internals/test_backend_contract.py`` checks the native contract of every backend present.
 """
 
 from __future__ import annotations
 
-import importlib
-import os
-from collections.abc import Callable
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
-__all__ = ["Backend", "accelerator_backend", "backend_for", "host_backend", "host_only_reason",
-           "no_accelerator_advice", "requested_accelerator", "require_accelerator",
-           "selection_report"]
+__all__ = ["Backend", "Devices", "Graphs", "HostArrays", "Kernel", "Memory", "NativeEvent",
+           "NativeStream", "OPTIONAL_HOOKS", "CAPABILITIES", "OptionalHooks", "Streams", "Work",
+           "capability", "hook", "require_hook"]
 
 Kernel = Callable[[], None]
 
 
-class Backend(Protocol):
-    """What a device runtime gives tensorplay. Indices are device indices of this backend."""
+@runtime_checkable
+class NativeStream(Protocol):
+    """What the layers above read of a backend's stream handle."""
+
+    device_index: int   #: the device the stream belongs to
+    is_default: bool    #: the device's default stream (never capturable)
+
+
+@runtime_checkable
+class NativeEvent(Protocol):
+    """What the layers above read of a backend's event handle."""
+
+    device_index: int   #: the device the event belongs to
+
+
+class Devices(Protocol):
+    """Which devices exist and what they can do. Indices are this backend's device indices,
+    already checked by ``_runtime.device`` (a backend reports a bad one as its runtime does)."""
 
     name: str          #: "cpu" for host, "sim", "cuda"
     device_type: str   #: the type in device spellings ("cpu", "sim", "cuda")
     xp: Any            #: the array namespace ops call: numpy or cupy
 
-    # -- devices ---------------------------------------------------------------------------
     def device_count(self) -> int:
         """Number of devices; 0 when none is visible."""
 
@@ -67,7 +96,10 @@ class Backend(Protocol):
     def mem_get_info(self, index: int) -> tuple[int, int]:
         """(free, total) device bytes, as ``cudaMemGetInfo`` reports them."""
 
-    # -- raw memory (the caching allocator sits on top) -------------------------------------
+
+class Memory(Protocol):
+    """Raw device memory; the caching allocator (``_runtime.allocator``) sits on top."""
+
     def malloc(self, index: int, nbytes: int) -> int:
         """Reserve ``nbytes`` (>0) of device memory, return its address; raise ``MemoryError``
         when the device has no room. Never caches."""
@@ -84,50 +116,16 @@ class Backend(Protocol):
     def array_ptr(self, array: Any) -> int:
         """The device address of an ``xp`` array's first element (views included)."""
 
-    # -- streams and events -----------------------------------------------------------------
-    def default_stream(self, index: int) -> Any:
-        """The device's default stream (never capturable)."""
+    def memcpy(self, stream: Any, dst_ptr: int, src_ptr: int, nbytes: int) -> None:
+        """Asynchronous device-to-device copy of raw bytes on ``stream`` (may cross devices)."""
 
-    def create_stream(self, index: int, priority: int) -> Any:
-        """A new non-default stream; its handle has ``device_index``."""
 
-    def set_current_stream(self, stream: Any) -> None:
-        """Tell the array namespace which stream this thread's ops on that device go to."""
+class Work(Protocol):
+    """Running kernels and moving arrays between host and device (the host implements it)."""
 
-    def stream_query(self, stream: Any) -> bool:
-        """Whether all work queued on the stream is done (may make progress)."""
-
-    def stream_synchronize(self, stream: Any) -> None:
-        """Wait for all work queued on the stream; RuntimeError if it is capturing."""
-
-    def synchronize_device(self, index: int) -> None:
-        """Wait for all work on every stream of the device."""
-
-    def create_event(self, index: int, enable_timing: bool) -> Any:
-        """A new event; its handle has ``device_index``."""
-
-    def event_record(self, event: Any, stream: Any) -> None:
-        """Mark the current end of ``stream``'s queue with ``event``."""
-
-    def stream_wait_event(self, stream: Any, event: Any) -> None:
-        """Make later work on ``stream`` wait until ``event``'s recorded position is done."""
-
-    def event_query(self, event: Any) -> bool:
-        """Whether the work before the event's recorded position is done (may make progress)."""
-
-    def event_synchronize(self, event: Any) -> None:
-        """Wait until the event's recorded position is done."""
-
-    def event_elapsed_ms(self, start: Any, end: Any) -> float:
-        """Milliseconds between two completed timing events."""
-
-    # -- work -------------------------------------------------------------------------------
     def launch(self, stream: Any, kernel: Kernel) -> None:
         """Run ``kernel`` on ``stream``: now (host), queued in stream order (sim), or recorded
         into the graph when the stream captures."""
-
-    def memcpy(self, stream: Any, dst_ptr: int, src_ptr: int, nbytes: int) -> None:
-        """Asynchronous device-to-device copy of raw bytes on ``stream`` (may cross devices)."""
 
     def to_host(self, stream: Any, array: Any) -> Any:
         """A NumPy copy of a device array, after the work queued on ``stream`` is done."""
@@ -136,33 +134,76 @@ class Backend(Protocol):
         """Copy a NumPy array into a device array in stream order (the source is copied first,
         so the caller may reuse it at once)."""
 
-    # -- capture and graphs -----------------------------------------------------------------
-    def capture_begin(self, stream: Any, mode: str) -> None:
+
+class Streams(Protocol):
+    """Streams (ordered queues of work) and events (positions in them)."""
+
+    def default_stream(self, index: int) -> NativeStream:
+        """The device's default stream (never capturable)."""
+
+    def create_stream(self, index: int, priority: int) -> NativeStream:
+        """A new non-default stream."""
+
+    def set_current_stream(self, stream: NativeStream) -> None:
+        """Tell the array namespace which stream this thread's ops on that device go to."""
+
+    def stream_query(self, stream: NativeStream) -> bool:
+        """Whether all work queued on the stream is done (may make progress)."""
+
+    def stream_synchronize(self, stream: NativeStream) -> None:
+        """Wait for all work queued on the stream; RuntimeError if it is capturing."""
+
+    def synchronize_device(self, index: int) -> None:
+        """Wait for all work on every stream of the device."""
+
+    def create_event(self, index: int, enable_timing: bool) -> NativeEvent:
+        """A new event."""
+
+    def event_record(self, event: NativeEvent, stream: NativeStream) -> None:
+        """Mark the current end of ``stream``'s queue with ``event``."""
+
+    def stream_wait_event(self, stream: NativeStream, event: NativeEvent) -> None:
+        """Make later work on ``stream`` wait until ``event``'s recorded position is done."""
+
+    def event_query(self, event: NativeEvent) -> bool:
+        """Whether the work before the event's recorded position is done (may make progress)."""
+
+    def event_synchronize(self, event: NativeEvent) -> None:
+        """Wait until the event's recorded position is done."""
+
+    def event_elapsed_ms(self, start: NativeEvent, end: NativeEvent) -> float:
+        """Milliseconds between two completed timing events."""
+
+
+class Graphs(Protocol):
+    """Stream capture into graphs, conditional nodes, and replay."""
+
+    def capture_begin(self, stream: NativeStream, mode: str) -> None:
         """Start recording ``stream``'s work into a new graph. ``mode`` is "global",
         "thread_local" or "relaxed". RuntimeError on the default stream or if already capturing."""
 
-    def capture_end(self, stream: Any) -> Any:
+    def capture_end(self, stream: NativeStream) -> Any:
         """Stop recording and return the graph; RuntimeError if the capture was invalidated or a
         conditional body is still open."""
 
-    def is_capturing(self, stream: Any) -> bool:
+    def is_capturing(self, stream: NativeStream) -> bool:
         """Whether ``stream`` (or the body stream of one of its conditionals) is recording."""
 
-    def begin_conditional(self, stream: Any, kind: str, predicate: Any) -> Any:
+    def begin_conditional(self, stream: NativeStream, kind: str, predicate: Any) -> NativeStream:
         """Inside a capture, add an "if" or "while" node gated on ``predicate`` (a one-element
         bool ``xp`` array) and return the stream that records its body."""
 
-    def set_conditional(self, body_stream: Any, predicate: Any) -> None:
+    def set_conditional(self, body_stream: NativeStream, predicate: Any) -> None:
         """Record, at this point of the innermost body, a refresh of its node's condition from
         ``predicate``; a while node also re-reads that predicate when its body ends."""
 
-    def end_conditional(self, body_stream: Any) -> None:
+    def end_conditional(self, body_stream: NativeStream) -> None:
         """Close the body recorded on ``body_stream``; recording resumes on its parent."""
 
     def instantiate(self, graph: Any) -> Any:
         """Compile (and upload) a captured graph; return the executable."""
 
-    def graph_launch(self, executable: Any, stream: Any) -> None:
+    def graph_launch(self, executable: Any, stream: NativeStream) -> None:
         """Launch an executable on ``stream``."""
 
     def launcher(self, executable: Any) -> tuple[Callable, Any, Callable]:
@@ -174,14 +215,15 @@ class Backend(Protocol):
         ``stage_and_launch`` set it (call :meth:`unstage` first), and is valid until the
         executable is destroyed (the caller drops it then)."""
 
-    def stream_handle(self, stream: Any) -> Any:
+    def stream_handle(self, stream: NativeStream) -> Any:
         """What a launcher's ``launch`` takes for ``stream`` (cached per public Stream)."""
 
     def unstage(self, executable: Any) -> None:
         """Make the executable's next launch copy nothing (after a ``stage_and_launch``)."""
 
-    def stage_and_launch(self, executable: Any, stream: Any, copies: list[tuple[int, int, int]],
-                         copies_out: list[tuple[int, int, int]] = ()) -> None:
+    def stage_and_launch(self, executable: Any, stream: NativeStream,
+                         copies: Sequence[tuple[int, int, int]],
+                         copies_out: Sequence[tuple[int, int, int]] = ()) -> None:
         """Copy each ``(dst_ptr, src_ptr, nbytes)`` of ``copies`` device-to-device, launch, then
         copy each of ``copies_out``, all in stream order, in as few native calls as the backend
         can (Note [fused staging] in ``cuda/_stage_node.py``)."""
@@ -193,108 +235,110 @@ class Backend(Protocol):
         """Write Graphviz DOT for the graph; ``verbose`` adds every node's attributes."""
 
 
-_ACCELERATORS = {"sim": "tensorplay.backends.sim", "cuda": "tensorplay.backends.cuda"}
-_ENV = "TENSORPLAY_ACCELERATOR"
+class Backend(Devices, Memory, Work, Streams, Graphs, Protocol):
+    """An accelerator backend: every concern above."""
 
 
-class _Selection:
-    def __init__(self):
-        self.host: Backend | None = None
-        self.accelerator: Backend | None = None
-        self.requested: str = ""
-        self.failure: BaseException | None = None
+class HostArrays(Devices, Work, Protocol):
+    """The host backend: devices and work only (NumPy arrays, kernels run at launch), plus its
+    allocation seam; it has no raw memory, streams, events or graphs."""
+
+    def empty(self, shape: tuple[int, ...], numpy_dtype: Any) -> Any:
+        """A fresh host array (the host needs no caching allocator)."""
 
 
-_selection = _Selection()
+class OptionalHooks(Protocol):
+    """Hooks a backend MAY offer. Each one's docstring says who asks for it and what happens
+    without it (the fallback). Look them up with :func:`hook` / :func:`require_hook`."""
+
+    def matmul(self, a: Any, b: Any, out: Any = None) -> Any:
+        """``numpy.matmul(a, b, out=out)`` for ``xp`` arrays (cuda: one that also works while the
+        stream captures, where CuPy refuses cuBLAS). Fallback: ``xp.matmul``."""
+
+    def erf(self, x: Any) -> Any:
+        """The error function of a float ``xp`` array in one kernel. Fallback: composed from xp
+        ops (``_tensor``'s series / continued fraction)."""
+
+    def softmax(self, x: Any, dim: int, out: Any, log: bool) -> None:
+        """One kernel writing the softmax (``log``: log-softmax) of ``x`` along ``dim`` into
+        ``out``. Fallback: composed from xp ops (max, subtract, exp, sum, divide)."""
+
+    def elementwise_kernel(self, op: str, compute: Any, kinds: str, out: Any) -> Callable | None:
+        """A launcher ``fn(*operands, out_array)`` of one cached kernel for the elementwise
+        ``op`` over operands of ``kinds`` ("a" array, "s" scalar) in ``compute`` dtype, writing
+        an ``out``-dtype array; None for a combination it has no kernel for. Fallback (hook
+        absent or None): the op calls ``xp`` ufuncs."""
+
+    def sum_kernel(self, compute: Any, out: Any) -> Callable | None:
+        """A launcher ``fn(x, out_array)`` summing a C-contiguous array of ``compute`` dtype
+        into a 0-d ``out``-dtype array in ONE launch; the hook has ``limit``, the largest size
+        it takes. None for a combination it has no kernel for. Fallback: ``xp.sum``."""
+
+    def fuse(self, name: str, function: Callable) -> Callable:
+        """``function`` (of ``xp`` arrays) compiled as one kernel named ``name`` (cuda:
+        ``cupy.fuse``). Fallback: ``function`` runs op by op."""
+
+    def empty_host_cache(self) -> None:
+        """Release cached pinned host memory kept for transfers. Fallback: nothing to release."""
+
+    def use_allocator(self, allocator_of: Callable[[int], Any]) -> None:
+        """Route the array library's own allocations to ``allocator_of(index).malloc(nbytes,
+        stream)`` (the runtime's caching allocator; called once, at selection). Fallback: the
+        backend allocates only through :meth:`Memory.malloc`, so nothing needs routing."""
+
+    def raw_graph_launcher(self, executable: Any, stream: NativeStream) -> Callable[[], Any]:
+        """A zero-argument callable doing only the native launch of ``executable`` on
+        ``stream`` (the benchmark's peer of ``Graph.replay``). Fallback: no raw peer to
+        measure."""
 
 
-def _load(name: str) -> Backend:
-    module = importlib.import_module(_ACCELERATORS.get(name, f"tensorplay.backends.{name}"))
-    return module.create_backend()
+#: The hook names of :class:`OptionalHooks`.
+OPTIONAL_HOOKS: frozenset[str] = frozenset(
+    name for name, value in vars(OptionalHooks).items()
+    if callable(value) and not name.startswith("_"))
+
+#: Capabilities a backend may declare as class attributes, with the value assumed when absent.
+#: ``dlpack_device_types``: the DLPack device type codes (``__dlpack_device__()[0]``) whose data
+#: this backend's arrays can export and import; empty: no DLPack exchange (sim's memory is not
+#: visible to other libraries).
+CAPABILITIES: dict[str, Any] = {"dlpack_device_types": frozenset()}
 
 
-def _select() -> None:
-    """Choose the backends once, at import. The only reader of TENSORPLAY_ACCELERATOR.
+def hook(backend: Any, name: str) -> Callable | None:
+    """The bound optional hook ``name`` of ``backend``, or None when the backend (or a host-only
+    build's missing accelerator, ``backend is None``) does not offer it: the caller then uses
+    the fallback :class:`OptionalHooks` documents.
 
-    A typo in the variable raises here. An accelerator that was asked for (or, unset, ``cuda``)
-    but whose ``create_backend`` fails (``ImportError`` when its runtime does not import) leaves a
-    host-only build that keeps the reason: ``selection_report`` shows it and every accelerator
-    call raises with it (``require_accelerator``), so ``python -m tensorplay info`` can say why.
+    Raises:
+        KeyError: ``name`` is not a hook :class:`OptionalHooks` declares.
     """
-    _selection.host = _load("host")
-    requested = os.environ.get(_ENV, "").strip().lower()
-    _selection.requested = requested or "auto"
-    if requested == "none":
-        return
-    if requested not in ("", "auto", *_ACCELERATORS):
-        valid = ", ".join(repr(n) for n in (*_ACCELERATORS, "none"))
-        raise ValueError(f"{_ENV}={requested!r} is not a known accelerator; valid values: {valid}")
-    try:
-        _selection.accelerator = _load(requested if requested in _ACCELERATORS else "cuda")
-    except Exception as exc:  # noqa: BLE001 - kept and shown by selection_report / require_*
-        _selection.failure = exc
+    if name not in OPTIONAL_HOOKS:
+        raise KeyError(f"{name!r} is not a declared backend hook; declared: "
+                       f"{', '.join(sorted(OPTIONAL_HOOKS))}")
+    return getattr(backend, name, None)
 
 
-def host_backend() -> Backend:
-    """The host (NumPy) backend; always present."""
-    return _selection.host
+def require_hook(backend: Any, name: str) -> Callable:
+    """The bound optional hook ``name`` of ``backend``, for callers with no fallback.
+
+    Raises:
+        NotImplementedError: the backend does not offer it (naming the hook and the backend).
+        KeyError: ``name`` is not a hook :class:`OptionalHooks` declares.
+    """
+    found = hook(backend, name)
+    if found is None:
+        which = "no backend (host-only build)" if backend is None else \
+            f"the {getattr(backend, 'name', type(backend).__name__)!r} backend"
+        raise NotImplementedError(f"backend hook {name}() is not implemented by {which}")
+    return found
 
 
-def accelerator_backend() -> Backend | None:
-    """The accelerator chosen at import, or None on a host-only build."""
-    return _selection.accelerator
+def capability(backend: Any, name: str) -> Any:
+    """The capability ``name`` of ``backend`` (a class attribute), or its declared default
+    (:data:`CAPABILITIES`) when the backend does not declare it or ``backend`` is None.
 
-
-def backend_for(device_type: str) -> Backend:
-    """The backend owning a device type ("cpu" or the accelerator's)."""
-    if device_type == "cpu":
-        return _selection.host
-    return _selection.accelerator
-
-
-def requested_accelerator() -> str:
-    """What ``TENSORPLAY_ACCELERATOR`` asked for at import: ``"auto"`` (unset), ``"none"``, or an
-    accelerator name (which may have failed to import: see :func:`selection_report`)."""
-    return _selection.requested
-
-
-def host_only_reason() -> str:
-    """Why no accelerator was built, as a sentence without its final stop ("" when one was)."""
-    if _selection.accelerator is not None:
-        return ""
-    if _selection.failure is not None:
-        asked = ("" if _selection.requested == "auto"
-                 else f"{_ENV}={_selection.requested} was set, but ")
-        return (f"{asked}the {_selection.requested if asked else 'cuda'} backend did not "
-                f"import: {type(_selection.failure).__name__}: {_selection.failure}")
-    if _selection.requested == "none":
-        return f"{_ENV}=none was set"
-    return ""
-
-
-def selection_report() -> str:
-    """One line: which accelerator was selected, or why none was."""
-    if _selection.accelerator is not None:
-        return _selection.accelerator.name
-    why = host_only_reason()
-    return f"none (host-only build: {why})" if why else "none (host-only build)"
-
-
-def no_accelerator_advice() -> str:
-    """Why this build is host-only and how to get an accelerator, for error messages: names
-    ``TENSORPLAY_ACCELERATOR=sim`` (the simulated accelerator, no GPU needed)."""
-    sim = f"set {_ENV}=sim before importing tensorplay for the simulated accelerator."
-    why = host_only_reason()
-    if _selection.failure is not None:   # its message says how to install what is missing
-        return f"{why[0].upper()}{why[1:]}. Without a GPU, {sim}"
-    return ((f"{why}. " if why else "") + "Install the CUDA extra (pip install "
-            f"'tensorplay[cuda]') on a machine with an NVIDIA GPU, or {sim}")
-
-
-def require_accelerator() -> Backend:
-    """The accelerator backend, or RuntimeError saying that none was built, why, and how to get
-    one (``TENSORPLAY_ACCELERATOR=sim`` for the simulated accelerator)."""
-    if _selection.accelerator is not None:
-        return _selection.accelerator
-    raise RuntimeError("no accelerator was built: tensorplay is running host-only. "
-                       + no_accelerator_advice())
+    Raises:
+        KeyError: ``name`` is not a declared capability.
+    """
+    default = CAPABILITIES[name]
+    return default if backend is None else getattr(backend, name, default)

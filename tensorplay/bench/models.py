@@ -8,7 +8,7 @@ import tensorplay as tp
 
 from . import peers
 from . import solvers as _solvers
-from .suite import time_per_call
+from .timing import time_per_call
 
 WIDTH, BATCH, LAYERS = 512, 8, 4
 

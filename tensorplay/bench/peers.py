@@ -2,13 +2,18 @@
 
 Each ``*_peers`` function yields ``(name, fn, sync)`` for the peers installed, on a GPU only:
 on the simulated accelerator peers would time a different machine, so none are offered.
+:func:`eager_op_peers` also offers NumPy, everywhere, as the host floor of a Python array call.
 """
 
 from __future__ import annotations
 
 import importlib
 
+import numpy as np
+
 import tensorplay as tp
+from tensorplay._runtime.select import accelerator_backend
+from tensorplay.backends import hook
 
 
 def _gpu() -> bool:
@@ -44,16 +49,27 @@ def replay_peers(graph, stream):
     """Raw cudaGraphLaunch of tensorplay's own executable, torch and CuPy graphs of one kernel."""
     if not _gpu():
         return
-    from tensorplay.backends.cuda import _bench_hooks
-
-    yield ("cuda-bindings cudaGraphLaunch (same graph)",
-           _bench_hooks.raw_launcher(graph, stream), tp.accelerator.synchronize)
+    launch = raw_graph_launcher(graph, stream)
+    if launch is not None:
+        yield ("cuda-bindings cudaGraphLaunch (same graph)", launch, tp.accelerator.synchronize)
     torch = _torch_cuda()
     if torch is not None:
         yield ("torch CUDAGraph.replay()", *_torch_add_graph(torch, 1, 16))
     cupy = _module("cupy")
     if cupy is not None:
         yield ("CuPy Graph.launch()", *_cupy_add_graph(cupy, 1, 16))
+
+
+def raw_graph_launcher(graph, stream):
+    """A zero-argument callable doing only the native launch of ``graph``'s executable on
+    ``stream`` (on cuda a bare ``cudaGraphLaunch``), the floor ``Graph.replay`` is measured
+    against; None when the backend offers no such launcher.
+
+    The one place the bench reaches native handles: the backend's declared optional hook
+    ``raw_graph_launcher(executable, stream)``, given the native executable and stream behind
+    the public ``Graph`` and ``Stream`` (its documented fallback: no raw peer to measure)."""
+    launcher = hook(accelerator_backend(), "raw_graph_launcher")
+    return None if launcher is None else launcher(graph._exec, stream._native)
 
 
 def _torch_add_graph(torch, count: int, size: int):
@@ -129,3 +145,55 @@ def chain_peers(count: int, size: int):
     torch = _torch_cuda()
     if torch is not None:
         yield (f"torch CUDAGraph of the same {count} adds", *_torch_add_graph(torch, count, size))
+
+
+def _numpy_gelu():
+    """NumPy's exact (erf) GELU through SciPy's ``erf``, or None without SciPy (NumPy has no
+    erf)."""
+    special = _module("scipy.special")
+    if special is None:
+        return None
+    erf = special.erf
+    return lambda a: 0.5 * a * (1.0 + erf(a * 0.7071067811865476))
+
+
+def _cupy_gelu(cupy):
+    """The exact (erf) GELU as one ``cupy.ElementwiseKernel`` (float32), as a CuPy user would
+    write it to get a single kernel."""
+    kernel = cupy.ElementwiseKernel(
+        "float32 x", "float32 y", "y = 0.5f * x * (1.0f + erff(x * 0.70710678118654752f))",
+        "tp_bench_gelu")
+    return lambda a: kernel(a)
+
+
+def _array_ops(xp, gelu, a, b, m, w, acc) -> dict:
+    """The eager table's ops over arrays of the NumPy-like namespace ``xp``; ``acc`` is the
+    array the in-place add writes (``acc += 1``), ``gelu`` None where the peer has none."""
+    return {"a + b": lambda: a + b, "a.exp()": lambda: xp.exp(a),
+            "a.add_(1)": lambda: acc.__iadd__(1), "a.sum()": a.sum,
+            "tp.where(m, a, b)": lambda: xp.where(m, a, b),
+            "gelu(a)": (lambda: gelu(a)) if gelu is not None else None, "a @ w": lambda: a @ w}
+
+
+def eager_op_peers(arrays: dict):
+    """``(name, ops, sync, notes)`` per peer for the eager table, built from the NumPy
+    ``arrays`` (``a b m w``): ``ops`` maps each op of the table to a zero-argument call (None
+    where the peer lacks the op); ``notes`` says how a peer spells an op where that is not
+    obvious. CuPy and torch on a GPU only; NumPy (host arrays) everywhere."""
+    names = ("a", "b", "m", "w", "a")
+    cupy = _module("cupy") if _gpu() else None
+    if cupy is not None:
+        ops = _array_ops(cupy, _cupy_gelu(cupy), *(cupy.asarray(arrays[k]) for k in names))
+        yield ("cupy", ops, cupy.cuda.Device().synchronize,
+               {"gelu(a)": "cupy.ElementwiseKernel: 0.5 x (1 + erff(x / sqrt 2))",
+                "a.add_(1)": "a += 1"})
+    torch = _torch_cuda()
+    if torch is not None:
+        a, b, m, w, acc = (torch.from_numpy(arrays[k].copy()).to("cuda") for k in names)
+        ops = _array_ops(torch, torch.nn.functional.gelu, a, b, m, w, acc)
+        ops["a.exp()"] = a.exp
+        ops["a.add_(1)"] = lambda: acc.add_(1)
+        yield ("torch", ops, torch.cuda.synchronize, {"gelu(a)": "torch.nn.functional.gelu"})
+    ops = _array_ops(np, _numpy_gelu(), *(arrays[k].copy() for k in names))
+    yield ("numpy", ops, lambda: None,
+           {"gelu(a)": "0.5 a (1 + scipy.special.erf(a / sqrt 2))", "a.add_(1)": "a += 1"})

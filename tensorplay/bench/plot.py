@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import textwrap
 
+from .eager import plot_rows
+
 # Heights in inches: each bar, and each panel's title and x axis. The figure grows with the
 # number of cases and implementations instead of squeezing panels into a fixed height.
 _BAR_IN = 0.27
@@ -71,17 +73,19 @@ def plot(run: dict, path: str) -> None:
 
 def figure(run: dict):
     """The matplotlib figure of ``run`` (the dict ``bench --json`` saves: ``rows`` of
-    ``{case, impl, us}`` plus ``device_name``, ``peers``, ``date``, ``simulated``).
+    ``{case, impl, us}`` plus ``device_name``, ``peers``, ``date``, ``simulated``, and the eager
+    table under ``eager`` where the run has one).
 
-    One panel per case with one bar per implementation, labelled with its time and its ratio to
-    the case's first tensorplay row; each panel has its own scale. The figure's height follows the
-    number of cases and rows, so no title, label or bar overlaps another.
+    One panel per case (each op of the eager table is a case) with one bar per implementation,
+    labelled with its time and its ratio to the case's first tensorplay row; each panel has its
+    own scale. The figure's height follows the number of cases and rows, so no title, label or
+    bar overlaps another.
 
     Raises:
         RuntimeError: matplotlib is not installed.
     """
     plt = _pyplot()
-    rows = run["rows"]
+    rows = run["rows"] + (plot_rows(run["eager"]) if run.get("eager") else [])
     cases = list(dict.fromkeys(row["case"] for row in rows))
     groups = [[row for row in rows if row["case"] == case] for case in cases]
     title_chars = _title_chars(rows)

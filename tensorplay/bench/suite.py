@@ -4,7 +4,8 @@ Each case times tensorplay and whichever peers are installed in the same run, on
 accelerator. A figure is the median over repeats of (wall time of a loop of calls, ending in a
 device synchronize) / calls, so each is a steady-state time per call including its share of
 device work. On the simulated accelerator sizes are small and times are host times, not GPU
-times.
+times. The eager table (:mod:`.eager`, JSON key ``eager``) follows the cases, with its own rule:
+host cost per call, the fastest of several loops.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from __future__ import annotations
 import functools
 import json
 import platform
-import statistics
 import sys
 import time
 
@@ -20,7 +20,11 @@ import numpy as np
 
 import tensorplay as tp
 
-from . import peers
+from . import eager, peers
+from .models import cg_case, mlp_case
+from .plot import plot
+from .timing import host_and_total, time_per_call
+from .timing import sync as _sync
 
 
 def _progress(done: int, total: int, label: str) -> None:
@@ -30,36 +34,6 @@ def _progress(done: int, total: int, label: str) -> None:
     sys.stderr.flush()
     if done == total:
         sys.stderr.write("\n")
-
-
-def time_per_call(fn, sync, calls: int, repeats: int = 5, warmup: int = 3) -> float:
-    """Median microseconds per call of ``fn`` over ``repeats`` loops of ``calls`` calls, each
-    loop ending in ``sync`` (steady-state throughput: host and device time together)."""
-    return host_and_total(fn, sync, calls, repeats, warmup)[1]
-
-
-def host_and_total(fn, sync, calls: int, repeats: int = 5, warmup: int = 3):
-    """Median (host, total) microseconds per call: ``host`` stops the clock before the final
-    ``sync`` (the host cost of issuing a call, with ``calls`` small enough that the device's
-    launch queue never fills), ``total`` after it."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    host, total = [], []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        issued = time.perf_counter()
-        sync()
-        done = time.perf_counter()
-        host.append((issued - start) / calls * 1e6)
-        total.append((done - start) / calls * 1e6)
-    return statistics.median(host), statistics.median(total)
-
-
-def _sync():
-    tp.accelerator.synchronize()
 
 
 class Suite:
@@ -126,14 +100,10 @@ class Suite:
             self.add(case, impl, time_per_call(fn, sync, self.calls // 10))
 
     def mlp(self) -> None:
-        from .models import mlp_case
-
         for impl, us in mlp_case(self.device, self.calls // 10):
             self.add("MLP 4x512, batch 8, GELU", impl, us)
 
     def cg(self) -> None:
-        from .models import cg_case
-
         n = 32 if self.small else 256
         for row in cg_case(self.device, n):
             self.add(f"CG Poisson {n}x{n}", **row)
@@ -180,27 +150,49 @@ def _header(run: dict) -> str:
 
 def _write_plot(run: dict, plot_path: str | None) -> None:
     if plot_path:
-        from .plot import plot
-
         plot(run, plot_path)
         print(f"wrote {plot_path}")
 
 
-def main(json_path: str | None = None, plot_path: str | None = None) -> int:
-    """Run the suite on device 0 of the current accelerator (which must have one), print the
-    table, and write the run as JSON and a PNG plot when paths are given."""
-    capability = tp.accelerator.get_device_capability(0)   # host-only: says how to get one
-    accelerator = tp.accelerator.current_accelerator()
-    device = f"{accelerator.type}:0"
-    small = accelerator.type == "sim"
+def _machine(eager_only: bool) -> tuple[str, str]:
+    """(device, device name) the run measures: device 0 of the current accelerator, which the
+    full suite needs (on a host-only build ``get_device_capability`` says how to get one); the
+    eager table alone also runs on the host."""
+    accelerator = tp.accelerator.current_accelerator(check_available=True)
+    if accelerator is None and eager_only:
+        return "cpu", f"host, NumPy {np.__version__}"
+    capability = tp.accelerator.get_device_capability(0)
+    return f"{tp.accelerator.current_accelerator().type}:0", capability["name"]
+
+
+def _print_run(run: dict) -> None:
+    print(_header(run))
+    if run["rows"]:
+        print(format_table(run["rows"]))
+    if run.get("eager"):
+        print(f"\n{eager.format_eager(run['eager'])}")
+
+
+def main(json_path: str | None = None, plot_path: str | None = None, *,
+         eager_only: bool = False, eager_calls: int | None = None) -> int:
+    """Run the suite on device 0 of the current accelerator (which must have one), then the
+    eager table; print both, and write the run as JSON and a PNG plot when paths are given.
+
+    ``eager_only`` runs the eager table alone (also on a host-only build, on the host);
+    ``eager_calls`` sets its calls per timed loop (default :data:`.eager.CALLS`)."""
+    device, device_name = _machine(eager_only)
+    small = device.startswith("sim")
     if small:
         print("simulated accelerator: small sizes; these are host times, not GPU times")
-    rows = Suite(device, small).run()
+    rows = [] if eager_only else Suite(device, small).run()
+    sys.stderr.write("eager table ...\n")
+    table = eager.eager_table(device, eager_calls or eager.CALLS)
     run = {"date": time.strftime("%Y-%m-%d"), "tensorplay": tp.__version__, "device": device,
-           "device_name": capability["name"], "python": platform.python_version(),
-           "numpy": np.__version__, "peers": peers.versions(), "simulated": small, "rows": rows}
-    print(f"\n{_header(run)}")
-    print(format_table(rows))
+           "device_name": device_name, "python": platform.python_version(),
+           "numpy": np.__version__, "peers": peers.versions(), "simulated": small, "rows": rows,
+           "eager": table}
+    print()
+    _print_run(run)
     if json_path:
         with open(json_path, "w") as handle:
             json.dump(run, handle, indent=1)
@@ -210,10 +202,9 @@ def main(json_path: str | None = None, plot_path: str | None = None) -> int:
 
 
 def replay_saved(json_path: str, plot_path: str | None = None) -> int:
-    """Print the table of a run saved by ``--json`` (and plot it); runs no benchmark."""
+    """Print the tables of a run saved by ``--json`` (and plot it); runs no benchmark."""
     with open(json_path) as handle:
         run = json.load(handle)
-    print(_header(run))
-    print(format_table(run["rows"]))
+    _print_run(run)
     _write_plot(run, plot_path)
     return 0

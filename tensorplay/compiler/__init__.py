@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import functools
 
+from .backends.cudagraphs import CudaGraphsFunction
+
 __all__ = ["compile", "BACKENDS"]
 
 BACKENDS = ("cudagraphs", "eager")
@@ -53,6 +55,4 @@ def compile(fn=None, *, backend: str = "cudagraphs", cache_size: int = 8):
         def eager(*args, **kwargs):
             return fn(*args, **kwargs)
         return eager
-    from .backends.cudagraphs import CudaGraphsFunction
-
     return functools.wraps(fn)(CudaGraphsFunction(fn, cache_size))

@@ -88,17 +88,22 @@ def stat(allocator, key: str) -> int:
 
 
 def walk_inactive_split(allocator) -> tuple[int, int]:
-    """(count, bytes) of free blocks in split segments, by walking every segment."""
+    """(count, bytes) of inactive split blocks in the merged layout (Note [parked blocks]), by
+    walking every segment: each run of adjacent free blocks counts once, unless it is the whole
+    segment."""
     count = total = 0
     for pool in [allocator._default, *allocator._pools.values()]:
         for segment in pool.segments.values():
-            block = segment.head
-            if block.next is None:
-                continue
+            runs, block = [], segment.head
             while block is not None:
                 if not block.allocated:
-                    count, total = count + 1, total + block.size
+                    if block.prev is not None and not block.prev.allocated:
+                        runs[-1] += block.size
+                    else:
+                        runs.append(block.size)
                 block = block.next
+            if runs != [segment.size]:
+                count, total = count + len(runs), total + sum(runs)
     return count, total
 
 
@@ -130,6 +135,27 @@ def check_invariants(allocator, backend, live) -> None:
         assert stats[f"{name}.all.peak"] >= stats[f"{name}.all.current"]
     pools = [None, *allocator._pools]
     assert sum(allocator.pool_memory_reserved(p) for p in pools) == backend.used
+    check_parked(allocator)
+
+
+def check_parked(allocator) -> None:
+    """Every free block is listed or parked (default pool only), never both; ``used`` adds up."""
+    parked = {id(b): key for key, stack in allocator._parked.items() for b in stack}
+    assert all(allocator._parked.values()), "an empty parked list keeps its stream alive"
+    for pool in [allocator._default, *allocator._pools.values()]:
+        for segment in pool.segments.values():
+            used, block = 0, segment.head
+            while block is not None:
+                if block.allocated:
+                    used += block.size
+                    assert id(block) not in parked
+                elif id(block) in parked:
+                    assert pool is allocator._default and block.ptr not in pool.free_blocks
+                    assert parked[id(block)] == (segment.stream_key, block.size)
+                else:
+                    assert pool.free_blocks[block.ptr] is block
+                block = block.next
+            assert segment.used == used
 
 
 # -- sizes, splitting, merging ------------------------------------------------------------
@@ -231,6 +257,179 @@ def test_release_is_idempotent_and_gc_releases(allocator):
     gc.collect()
     assert allocator.memory_allocated() == 0
     assert "released" in repr(a)
+
+
+# -- the fast path: parked blocks ---------------------------------------------------------
+
+def test_a_freed_block_is_parked_and_reused_on_its_stream(allocator, backend):
+    keep = allocator.malloc(4096, "s")
+    a = allocator.malloc(1000, "s")
+    b = allocator.malloc(1024, "s")
+    a_ptr, b_ptr = a.ptr, b.ptr
+    a.release()
+    b.release()
+    assert {key: [block.ptr for block in stack] for key, stack in allocator._parked.items()} == {
+        ("s", 1024): [a_ptr, b_ptr]}
+    check_invariants(allocator, backend, [keep])
+    again = allocator.malloc(1024, "s")                # the last freed comes back first
+    assert again.ptr == b_ptr and again.nbytes == 1024 and again.size == 1024
+    other = allocator.malloc(513, "s")                 # 513 rounds to the same 1024
+    assert other.ptr == a_ptr
+    assert allocator._parked == {} and allocator.memory_stats()["num_device_alloc"] == 1
+    check_invariants(allocator, backend, [keep, again, other])
+
+
+def test_a_parked_block_is_not_handed_out_on_another_stream(allocator, backend):
+    a = allocator.malloc(4096, "A")
+    ptr = a.ptr
+    a.release()
+    assert ("A", 4096) in allocator._parked
+    b = allocator.malloc(4096, "B")                    # same size, other stream: slow path
+    assert b.ptr != ptr and len(backend.live) == 2
+    assert not allocator._parked                        # ... which merged the parked block
+    check_invariants(allocator, backend, [b])
+    b_ptr = b.ptr
+    b.release()
+    assert allocator.malloc(4096, "A").ptr == ptr      # each stream gets its own block back
+    assert allocator.malloc(4096, "B").ptr == b_ptr
+
+
+def test_no_parked_block_is_handed_out_while_a_capture_routes(allocator, backend):
+    pool = allocator.new_pool_id()
+    allocator.create_pool(pool)
+    eager = allocator.malloc(4096, "S")
+    eager_ptr = eager.ptr
+    eager.release()
+    allocator.begin_allocate_to_pool(pool, "S")
+    captured = allocator.malloc(4096, "S")
+    assert pool_of(captured) == pool and captured.ptr != eager_ptr
+    captured_ptr = captured.ptr
+    captured.release()                                  # a graph pool's block: never parked
+    assert not allocator._parked and captured_ptr in allocator._pools[pool].free_blocks
+    allocator.end_allocate_to_pool(pool, "S")
+    allocator.begin_allocate_to_pool(pool, "other")     # a capture elsewhere: slow path here
+    eager = allocator.malloc(4096, "S")
+    assert pool_of(eager) is None and eager.ptr == eager_ptr
+    eager.release()
+    assert ("S", 4096) in allocator._parked
+    allocator.end_allocate_to_pool(pool, "other")
+    allocator.release_pool(pool)
+    assert allocator.malloc(4096, "S").ptr == eager_ptr and not allocator._parked
+
+
+def test_empty_cache_releases_parked_blocks(allocator, backend):
+    small = allocator.malloc(4096, "s")
+    large = allocator.malloc(12 * MiB, "s")
+    small.release()
+    large.release()
+    assert len(allocator._parked) == 2 and allocator.memory_reserved() == 14 * MiB
+    allocator.empty_cache()
+    assert backend.live == {} and allocator.memory_reserved() == 0 and not allocator._parked
+    assert allocator.memory_stats()["num_device_free"] == 2
+
+
+def test_oom_retry_merges_parked_blocks_first():
+    backend = FakeBackend(limit=22 * MiB)
+    allocator = CachingAllocator(backend, 0)
+    blocks = [allocator.malloc(5 * MiB, "s") for _ in range(4)]   # one 20 MiB segment
+    for block in blocks:
+        block.release()                                   # four parked 5 MiB blocks
+    whole = allocator.malloc(20 * MiB, "s")               # fits only in the merged segment
+    assert whole.ptr == blocks[0].ptr and len(backend.live) == 1
+    check_invariants(allocator, backend, [whole])
+
+
+def _fast_and_slow_sequence(allocator) -> list:
+    """Mallocs and frees whose addresses are the same whether a malloc pops a parked block or
+    best-fits a merged one; returns memory_stats() after every step."""
+    snapshots = []
+    live = {}
+
+    def step(name, nbytes=None, stream="s"):
+        if nbytes is None:
+            live.pop(name).release()
+        else:
+            live[name] = allocator.malloc(nbytes, stream)
+        snapshots.append(allocator.memory_stats())
+
+    for name, nbytes in (("a", 4096), ("b", 1000), ("c", 4096), ("L1", 3 * MiB),
+                         ("L2", 3 * MiB), ("L3", 12 * MiB), ("L4", 16 * MiB)):
+        step(name, nbytes)               # L3 fits after L2, L4 needs a segment of its own
+    for name in ("c", "b", "L3", "L4"):
+        step(name)
+    step("b", 1000)                      # each at the start of its merged free run
+    step("L3", 12 * MiB)
+    step("c", 4096)
+    step("L4", 16 * MiB)                 # a whole segment, reused whole
+    step("L2")
+    step("L2", 3 * MiB)                  # an exact hole
+    step("a")
+    step("a", 4096)
+    allocator.reset_peak_memory_stats()
+    step("b")
+    step("b", 1000)
+    for name in ("L1", "L2", "L4", "L3", "b", "c", "a"):
+        step(name)
+    return snapshots
+
+
+class CountingAllocator(CachingAllocator):
+    """Counts best-fit searches: every malloc that does not pop a parked block makes one."""
+
+    best_fits = 0
+
+    def _best_fit(self, *args):
+        self.best_fits += 1
+        return super()._best_fit(*args)
+
+
+def test_statistics_are_the_same_on_the_fast_and_the_slow_path():
+    fast = CountingAllocator(FakeBackend(), 0)
+    slow = CountingAllocator(FakeBackend(), 0)
+    pool = slow.new_pool_id()
+    slow.create_pool(pool)
+    slow.begin_allocate_to_pool(pool, "elsewhere")      # a route anywhere: no fast malloc
+    fast_stats = _fast_and_slow_sequence(fast)
+    slow_stats = _fast_and_slow_sequence(slow)
+    assert (fast.best_fits, slow.best_fits) == (7, 14)   # 7 of 14 mallocs popped parked blocks
+    assert fast_stats == slow_stats
+    last = fast_stats[-1]
+    assert last["inactive_split.all.peak"] >= 1 and last["allocated_bytes.all.current"] == 0
+    assert last["allocated_bytes.all.peak"] == 9 * KiB + 34 * MiB
+
+
+def test_two_threads_on_the_fast_path():
+    backend = FakeBackend(limit=1 << 40)
+    allocator = CachingAllocator(backend, 0)
+    errors = []
+
+    def work(stream: str):
+        try:
+            for _ in range(3000):
+                first = allocator.malloc(512, stream)
+                second = allocator.malloc(3 * MiB, stream)
+                del first
+                second.release()
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(f"s{i}",)) for i in range(2)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors and not allocator._handoffs
+    check_invariants(allocator, backend, [])
+    stats = allocator.memory_stats()
+    assert stats["allocation.all.allocated"] == stats["allocation.all.freed"] == 12000
+    assert stats["num_device_alloc"] == 4                 # a small and a large segment each
+    allocator.empty_cache()
+    assert backend.live == {}
 
 
 # -- streams and pools --------------------------------------------------------------------
@@ -728,7 +927,7 @@ TestAllocatorMachine.settings = settings(max_examples=50, stateful_step_count=40
 # -- the process-wide allocators ----------------------------------------------------------
 
 def test_device_allocator(monkeypatch):
-    from tensorplay import backends
+    from tensorplay._runtime import select as backends
 
     monkeypatch.setattr(_allocator, "_allocators", {})
     monkeypatch.setattr(backends._selection, "accelerator", None)
@@ -749,6 +948,8 @@ def test_device_allocator(monkeypatch):
         _allocator.device_allocator(2)
     with pytest.raises(TypeError, match="'0'"):
         _allocator.device_allocator("0")
+    with pytest.raises(TypeError, match="bool"):
+        _allocator.device_allocator(True)              # never allocator 1, though True == 1
 
 
 def test_the_pool_lifetime_note_is_there():

@@ -5,7 +5,7 @@ Arrays come from ``malloc`` + ``as_array`` (freed at teardown), kernels are CuPy
 ``tensorplay.accelerator.Graph`` and its pools on purpose). Each test makes its own streams.
 
 .. warning:: A broken while node spins on the device forever; run this file under a timeout
-   (``timeout 300 python -m pytest tests/backends/test_cuda.py``).
+   (``timeout 300 python -m pytest tests/internals/test_cuda.py``).
 """
 
 from __future__ import annotations
@@ -106,7 +106,8 @@ def test_capability_and_supported_dtypes(backend):
     supported = capability["supported_dtypes"]
     assert _dtype.float32 in supported and _dtype.int64 in supported and _dtype.bool in supported
     assert backend.device_capability(0)["supported_dtypes"] is supported   # probed once
-    with pytest.raises(ValueError, match=r"cuda:\d+.*out of range"):
+    # indices are checked above the backend (_runtime.device.check_index); natively, CUDA's error
+    with pytest.raises(RuntimeError, match="cudaGetDeviceProperties.*cudaErrorInvalidDevice"):
         backend.device_capability(backend.device_count())
 
 
@@ -136,12 +137,14 @@ def test_event_orders_streams_and_times_work(backend, make):
 
 
 def test_default_stream_is_per_device_and_refuses_capture(backend):
+    """The rule with its message is ``_runtime/capture.py``'s (test_capture_rules.py); called
+    directly, CUDA itself refuses to capture the legacy stream."""
     default = backend.default_stream(0)
     assert default is backend.default_stream(0) and default.is_default and default.ptr == 0
     assert backend.is_capturing(default) is False
-    with pytest.raises(RuntimeError, match=r"cannot capture on the default stream of cuda:0; "
-                                           r"capture needs a side stream"):
+    with pytest.raises(RuntimeError, match="cudaStreamBeginCapture"):
         backend.capture_begin(default, "global")
+    assert backend.is_capturing(default) is False
 
 
 def test_memcpy_and_host_transfers(backend, make):
@@ -200,8 +203,6 @@ def test_capture_and_replay_k_times(backend, make):
 
 def test_capture_errors(backend, make):
     stream = backend.create_stream(0, 0)
-    with pytest.raises(ValueError, match="capture mode 'eager' is not valid"):
-        backend.capture_begin(stream, "eager")
     with pytest.raises(RuntimeError, match="not capturing"):
         backend.capture_end(stream)
     x = make(4, np.float32, 0)
@@ -339,7 +340,7 @@ def test_set_conditional_redirects_the_while_predicate(backend, make):
 
 def test_conditional_errors(backend, make):
     stream = backend.create_stream(0, 0)
-    predicate, not_bool = make(1, np.bool_, True), make(1, np.int32, 0)
+    predicate = make(1, np.bool_, True)
     with pytest.raises(RuntimeError, match="not capturing"):
         backend.begin_conditional(stream, "if", predicate)
     with pytest.raises(RuntimeError, match="not a conditional body stream"):
@@ -347,8 +348,6 @@ def test_conditional_errors(backend, make):
     backend.capture_begin(stream, "global")
     with pytest.raises(ValueError, match="'if' or 'while'"):
         backend.begin_conditional(stream, "until", predicate)
-    with pytest.raises(TypeError, match="dtype bool"):
-        backend.begin_conditional(stream, "if", not_bool)
     body = backend.begin_conditional(stream, "if", predicate)
     with pytest.raises(RuntimeError, match="conditional body.*still open"):
         backend.capture_end(stream)

@@ -7,9 +7,12 @@ How the pieces fit:
   and the CUDA error), plus the device guard and the relaxed-capture-mode guard.
 - ``_streams.py``: :class:`CudaStream` (a non-blocking CuPy stream, or the legacy NULL stream as
   each device's default) and :class:`CudaEvent`.
-- ``_cupy_bridge.py``: CuPy's allocator hook into ``_runtime.allocator`` (installed at first
-  use, not at import) and the binding of CuPy's current stream to tensorplay's.
-- ``_kernels.py``: tensorplay's NVRTC kernels (conditional-handle setter, fused staging).
+- ``_cupy_bridge.py``: CuPy's allocator hook into the caching allocator the runtime hands in
+  (:meth:`CudaBackend.use_allocator`, at selection; installed at first use, not at import) and
+  the binding of CuPy's current stream to tensorplay's.
+- ``_kernels.py``: the one kernel cache, and tensorplay's NVRTC kernels (conditional-handle
+  setter, fused staging).
+- ``_linalg.py``: the capture-safe ``matmul`` and one-kernel ``erf`` hooks.
 - ``_graphs.py``: capture, if/while nodes, instantiate/launch bookkeeping, DOT dumps.
 - ``_stage_node.py``: the two staging kernel nodes of every capture and Note [fused staging],
   which ``stage_and_launch`` below implements.
@@ -18,6 +21,9 @@ Tensor ops reach the device through :meth:`CudaBackend.launch`: it binds CuPy to
 ``is`` comparison when it already is) and runs the op's kernel closure, whose CuPy calls the
 driver records when that stream captures. ``graph_launch`` and ``stage_and_launch`` are the
 replay hot paths; everything they need is precomputed on the executable.
+
+Device indices arrive checked (``tensorplay._runtime.device.check_index``); a bad one fails in
+the runtime call it reaches (cudaErrorInvalidDevice), as in CUDA.
 
 ``create_backend()`` raises ``ImportError`` (kept and shown by the selection) when CuPy or
 cuda-bindings cannot be imported; with both present and no GPU visible the backend exists and
@@ -29,6 +35,7 @@ from __future__ import annotations
 import functools
 import operator
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -38,6 +45,8 @@ from ... import _dtype
 __all__ = ["CudaBackend", "CudaStream", "CudaEvent", "CudaGraph", "CudaExecutable",
            "create_backend"]
 
+from ._elementwise_source import SUM_SMALL_LIMIT as _SUM_SMALL_LIMIT
+
 try:
     import cupy
     from cuda.bindings import runtime
@@ -45,7 +54,7 @@ except Exception as exc:  # noqa: BLE001 - reported by create_backend, kept by t
     _IMPORT_ERROR: BaseException | None = exc
 else:
     _IMPORT_ERROR = None
-    from . import _cupy_bridge, _graphs, _kernels, _streams
+    from . import _activations, _cupy_bridge, _elementwise, _graphs, _kernels, _linalg, _streams
     from ._graphs import CudaExecutable, CudaGraph
     from ._runtime import (
         NOT_READY,
@@ -66,14 +75,13 @@ else:
     _MAX_COPIES = _kernels.MAX_COPIES
     _DESTROYED = object()   # an executable's handle after destroy: cuda-bindings rejects it
 
-_MODES = ("global", "thread_local", "relaxed")
-
 
 class CudaBackend:
     """The cuda backend (see the module docstring). Made by :func:`create_backend`."""
 
     name = "cuda"
     device_type = "cuda"
+    dlpack_device_types = frozenset({2, 13})   #: kDLCUDA, kDLCUDAManaged
 
     def __init__(self):
         self.xp = cupy
@@ -99,23 +107,10 @@ class CudaBackend:
             self._count = count
         return count
 
-    def _check_index(self, index: int) -> int:
-        if isinstance(index, bool) or not isinstance(index, int):
-            raise TypeError(f"cuda device index must be an int, got {type(index).__name__}")
-        count = self.device_count()
-        if not 0 <= index < count:
-            if count == 0:
-                raise ValueError(f"device 'cuda:{index}' is out of range: no cuda device is "
-                                 f"visible to this process")
-            names = ", ".join(f"cuda:{i}" for i in range(count))
-            raise ValueError(f"device 'cuda:{index}' is out of range: this backend has {count} "
-                             f"cuda devices ({names})")
-        return index
-
     def _device_properties(self, index: int) -> dict:
         properties = self._properties.get(index)
         if properties is None:
-            props = check(runtime.cudaGetDeviceProperties(self._check_index(index)),
+            props = check(runtime.cudaGetDeviceProperties(index),
                           "cudaGetDeviceProperties")
             name = props.name
             if isinstance(name, (bytes, bytearray)):
@@ -174,12 +169,12 @@ class CudaBackend:
 
     def set_device(self, index: int) -> None:
         """cudaSetDevice, and CuPy's current device."""
-        check(runtime.cudaSetDevice(self._check_index(index)), "cudaSetDevice")
+        check(runtime.cudaSetDevice(index), "cudaSetDevice")
         cupy.cuda.Device(index).use()
         _cupy_bridge.install()
 
     def mem_get_info(self, index: int) -> tuple[int, int]:
-        with device_guard(self._check_index(index)):
+        with device_guard(index):
             free, total = check(runtime.cudaMemGetInfo(), "cudaMemGetInfo")
         return int(free), int(total)
 
@@ -197,7 +192,7 @@ class CudaBackend:
         if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0:
             raise ValueError(f"malloc needs nbytes > 0 (an int), got {nbytes!r}")
         _cupy_bridge.install()
-        with relaxed_capture_mode(), device_guard(self._check_index(index)):
+        with relaxed_capture_mode(), device_guard(index):
             try:
                 return check(runtime.cudaMalloc(nbytes), "cudaMalloc")
             except MemoryError as exc:
@@ -221,11 +216,11 @@ class CudaBackend:
 
     # -- streams and events --------------------------------------------------------------------
     def default_stream(self, index: int) -> CudaStream:
-        return _streams.default_stream(self._check_index(index))
+        return _streams.default_stream(index)
 
     def create_stream(self, index: int, priority: int) -> CudaStream:
         _cupy_bridge.install()
-        return _streams.new_stream(self._check_index(index), int(priority))
+        return _streams.new_stream(index, int(priority))
 
     def set_current_stream(self, stream: CudaStream) -> None:
         """Make ``stream``'s CuPy stream current for its device in this thread."""
@@ -246,11 +241,11 @@ class CudaBackend:
         check(runtime.cudaStreamSynchronize(stream.handle), "cudaStreamSynchronize")
 
     def synchronize_device(self, index: int) -> None:
-        with device_guard(self._check_index(index)):
+        with device_guard(index):
             check(runtime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
 
     def create_event(self, index: int, enable_timing: bool) -> CudaEvent:
-        return CudaEvent(self._check_index(index), enable_timing)
+        return CudaEvent(index, enable_timing)
 
     def event_record(self, event: CudaEvent, stream: CudaStream) -> None:
         if event.device_index != stream.device_index:
@@ -345,19 +340,12 @@ class CudaBackend:
 
     # -- capture and graphs --------------------------------------------------------------------
     def capture_begin(self, stream: CudaStream, mode: str) -> None:
-        """Begin capturing ``stream``; its first recorded work is the head staging kernel, and
-        ``capture_end`` records the tail one last (Note [fused staging] in ``_stage_node.py``)."""
+        """Begin capturing ``stream`` in ``mode`` (one of ``_graphs.MODES``); its first recorded
+        work is the head staging kernel, and ``capture_end`` records the tail one last (Note
+        [fused staging] in ``_stage_node.py``). The capture rules (a valid mode, no default
+        stream, the ending thread) are the caller's: ``_runtime/capture.py``."""
         _cupy_bridge.relax_this_thread()
-        if mode not in _MODES:
-            raise ValueError(f"capture mode {mode!r} is not valid; valid modes: "
-                             f"{', '.join(repr(m) for m in _MODES)}")
         index = stream.device_index
-        if stream.is_default:
-            raise RuntimeError(f"cannot capture on the default stream of cuda:{index}; capture "
-                               f"needs a side stream (with Graph(): provides one)")
-        if stream.body is not None:
-            raise RuntimeError(f"{stream!r} is a conditional body stream; it cannot begin a "
-                               f"capture of its own")
         if _graphs.is_capturing(stream):
             raise RuntimeError(f"{stream!r} is already capturing; call capture_end() first")
         blocks = 4 * max(1, self._device_properties(index)["multi_processor_count"])
@@ -418,7 +406,7 @@ class CudaBackend:
 
     def stage_and_launch(self, executable: CudaExecutable, stream: CudaStream,
                          copies: list[tuple[int, int, int]],
-                         copies_out: list[tuple[int, int, int]] = ()) -> None:
+                         copies_out: Sequence[tuple[int, int, int]] = ()) -> None:
         """Copy each ``(dst_ptr, src_ptr, nbytes)`` of ``copies``, launch, then copy each of
         ``copies_out``: the triplets become the parameters of the graph's head and tail staging
         nodes, so the copies run inside the launch (Note [fused staging] in
@@ -465,16 +453,14 @@ class CudaBackend:
     def graph_to_dot(self, graph: CudaGraph, path: str, verbose: bool) -> None:
         _graphs.to_dot(graph, str(path), bool(verbose))
 
-    # -- math the op layer asks the backend for (_runtime.dispatch) -----------------------------
+    # -- optional hooks (backends.OptionalHooks) -------------------------------------------------
     def matmul(self, a, b, out=None):
         """``numpy.matmul`` for CuPy arrays that also works while the stream captures (cuBLAS
         outside a capture, tensorplay's NVRTC GEMM inside one): :func:`._linalg.matmul`."""
-        from . import _linalg  # not at import: nothing compiles, sim/none never load it
         return _linalg.matmul(a, b, out=out)
 
     def erf(self, x):
         """The error function of a float CuPy array in one kernel: :func:`._linalg.erf`."""
-        from . import _linalg
         return _linalg.erf(x)
 
     def fuse(self, name: str, function):
@@ -485,6 +471,35 @@ class CudaBackend:
     def empty_host_cache(self) -> None:
         """Release CuPy's cached pinned host memory."""
         cupy.get_default_pinned_memory_pool().free_all_blocks()
+
+    def use_allocator(self, allocator_of) -> None:
+        """Route CuPy's own allocations to ``allocator_of(index).malloc(nbytes, stream)`` (the
+        runtime's caching allocator, handed in at selection): :mod:`._cupy_bridge`."""
+        _cupy_bridge.use_allocator(allocator_of)
+
+    def raw_graph_launcher(self, executable: CudaExecutable, stream: CudaStream):
+        """A zero-argument bare ``cudaGraphLaunch(executable, stream)`` (a C-level partial), the
+        benchmark's peer of ``Graph.replay``; it checks nothing and stages nothing."""
+        return functools.partial(_graph_launch, executable.handle, stream.handle)
+
+    def elementwise_kernel(self, op: str, compute, kinds: str, out):
+        """A launcher ``fn(*operands, out_array)`` of one cached raw kernel for an elementwise
+        op (cheaper to launch than CuPy's ufuncs), or None (the op calls CuPy's ufuncs):
+        :func:`._elementwise.elementwise_kernel`."""
+        return _elementwise.elementwise_kernel(op, compute, kinds, out)
+
+    def sum_kernel(self, compute, out):
+        """A launcher ``fn(x, out_array)`` of a one-block sum of at most ``sum_kernel.limit``
+        elements, or None: :func:`._elementwise.sum_kernel`."""
+        return _elementwise.sum_kernel(compute, out)
+
+    # the attribute OptionalHooks.sum_kernel documents; mypy types no function attributes
+    sum_kernel.limit = _SUM_SMALL_LIMIT  # type: ignore[attr-defined]
+
+    def softmax(self, x, dim: int, out, log: bool) -> None:
+        """``out[...] = (log_)softmax(x, dim)`` in three CuPy kernels:
+        :func:`._activations.softmax`."""
+        _activations.softmax(x, dim, out, log)
 
 
 def create_backend() -> CudaBackend:

@@ -1,12 +1,14 @@
 """Pointing CuPy at tensorplay: its allocator hook and its current stream.
 
 Allocations. ``cupy.cuda.set_allocator(hook)`` routes every CuPy allocation (a result CuPy makes
-itself, and the temporaries of reductions, matmul, sorting ...) into ``_runtime.allocator``,
-so that ``memory_allocated()`` counts them and, while a stream captures, they come from the
-graph's pool (Note [graph pool lifetime] in ``tensorplay/_allocator.py``). The hook wraps the
-``Allocation`` it gets in ``UnownedMemory`` with the Allocation as owner: the block returns to the
-cache when the last CuPy array over it dies. It is installed at the backend's first use, never at
-import (importing tensorplay must not change CuPy for other code in the process).
+itself, and the temporaries of reductions, matmul, sorting ...) into tensorplay's caching
+allocator, so that ``memory_allocated()`` counts them and, while a stream captures, they come
+from the graph's pool (Note [graph pool lifetime] in ``tensorplay/_runtime/allocator.py``). The
+runtime hands that allocator in (:func:`use_allocator`, at selection): a backend never imports
+the floors above it. The hook wraps the ``Allocation`` it gets in ``UnownedMemory`` with the
+Allocation as owner: the block returns to the cache when the last CuPy array over it dies. It is
+installed at the backend's first use, never at import (importing tensorplay must not change CuPy
+for other code in the process).
 
 Streams. tensorplay calls ``backend.set_current_stream(stream)`` on every change of the current
 stream; this module makes the stream's CuPy stream current for its device in this thread and
@@ -22,8 +24,9 @@ import threading
 import cupy
 
 from . import _streams
+from ._runtime import check, runtime
 
-__all__ = ["install", "bind", "make_current", "stream_key", "hook"]
+__all__ = ["install", "bind", "make_current", "stream_key", "hook", "use_allocator"]
 
 _local = threading.local()
 _installed = False
@@ -42,6 +45,13 @@ def _bound() -> dict:
     if bound is None:
         bound = _local.bound = {}
     return bound
+
+
+def use_allocator(allocator_of) -> None:
+    """Make :func:`hook` allocate through ``allocator_of(index).malloc(nbytes, stream_key)``
+    (the runtime's ``device_allocator``; handed in once, at selection)."""
+    global _device_allocator
+    _device_allocator = allocator_of
 
 
 def install() -> None:
@@ -67,14 +77,12 @@ def stream_key(device_index: int):
 
 def hook(nbytes: int):
     """CuPy's allocator: a block of tensorplay's allocator on CuPy's current device."""
-    global _device_allocator
     device_index = _get_device()
     if nbytes == 0:
         return _MemoryPointer(_UnownedMemory(0, 0, None, device_index), 0)
     if _device_allocator is None:
-        from ..._runtime import allocator as _allocator
-
-        _device_allocator = _allocator.device_allocator
+        raise RuntimeError("the cuda backend's CuPy allocator hook was installed before the "
+                           "runtime handed in its allocator (CudaBackend.use_allocator)")
     allocation = _device_allocator(device_index).malloc(nbytes, stream_key(device_index))
     memory = _UnownedMemory(allocation.ptr, nbytes, allocation, device_index)
     return _MemoryPointer(memory, 0)
@@ -111,8 +119,6 @@ def relax_this_thread() -> None:
     """
     if getattr(_relaxed, "done", False):
         return
-    from ._runtime import check, runtime
-
     check(runtime.cudaThreadExchangeStreamCaptureMode(
         runtime.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed),
         "cudaThreadExchangeStreamCaptureMode")

@@ -15,11 +15,11 @@ from __future__ import annotations
 import os
 import threading
 
-import cupy
 from cuda.bindings import runtime
 
 from . import _kernels, _streams
 from ._runtime import SUCCESS, check, device_guard, error_text, relaxed_capture_mode
+from ._runtime import is_capturing as _runtime_is_capturing
 from ._stage_node import StageNode
 
 __all__ = ["Capture", "Conditional", "CudaGraph", "CudaExecutable", "begin_capture",
@@ -31,7 +31,6 @@ MODES = {"global": runtime.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal,
          "relaxed": runtime.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed}
 _STATUS_NONE = runtime.cudaStreamCaptureStatus.cudaStreamCaptureStatusNone
 _STATUS_ACTIVE = runtime.cudaStreamCaptureStatus.cudaStreamCaptureStatusActive
-_IMPLICIT = runtime.cudaError_t.cudaErrorStreamCaptureImplicit
 _KINDS = {"if": runtime.cudaGraphConditionalNodeType.cudaGraphCondTypeIf,
           "while": runtime.cudaGraphConditionalNodeType.cudaGraphCondTypeWhile}
 _SET_DEPENDENCIES = \
@@ -45,12 +44,10 @@ _roots: set = set()                   # Captures in flight
 class Capture:
     """One capture in flight: its origin stream, mode, staging nodes and open conditionals."""
 
-    __slots__ = ("stream", "mode_name", "mode", "stage_in", "stage_out", "ids", "open",
-                 "thread")
+    __slots__ = ("stream", "mode_name", "mode", "stage_in", "stage_out", "ids", "open")
 
     def __init__(self, stream, mode_name: str, stage_in: StageNode, stage_out: StageNode):
         self.stream = stream
-        self.thread = threading.get_ident()
         self.mode_name = mode_name
         self.mode = MODES[mode_name]
         self.stage_in, self.stage_out = stage_in, stage_out
@@ -153,8 +150,9 @@ def _capture_id(stream) -> tuple:
 def begin_capture(stream, mode_name: str, stage_blocks: int) -> Capture:
     """Begin capturing ``stream`` and record the head staging kernel as its first work.
 
-    The caller has checked the mode and the stream. Kernels are compiled before the capture
-    begins (relaxed, in case another capture is in flight).
+    The caller applied the capture rules (``_runtime/capture.py``: the mode, no default stream).
+    Kernels are compiled before the capture begins (relaxed, in case another capture is in
+    flight).
     """
     index = stream.device_index
     with relaxed_capture_mode():
@@ -201,10 +199,6 @@ def end_capture(stream) -> CudaGraph:
         what = "a conditional body stream" if stream.body is not None else "not capturing"
         raise RuntimeError(f"capture_end: {stream!r} is {what} (capture_end() ends the capture "
                            f"on the stream that began it)")
-    if capture.mode_name != "relaxed" and threading.get_ident() != capture.thread:
-        raise RuntimeError(f"capture_end: a capture begun with mode {capture.mode_name!r} must "
-                           f"end on the thread that began it (use 'relaxed' to allow another "
-                           f"thread); it is still capturing")
     still_open = list(capture.open)
     for conditional in reversed(still_open):   # innermost first
         runtime.cudaStreamEndCapture(conditional.body.handle)
@@ -246,31 +240,18 @@ def _is_active(stream) -> bool:
 
 def is_capturing(stream) -> bool:
     """Whether ``stream`` records into a capture (an invalidated capture still counts: it must
-    be ended with capture_end, as in CUDA)."""
-    result = runtime.cudaStreamIsCapturing(stream.handle)
-    if result[0] is SUCCESS:
-        return result[1] != _STATUS_NONE
-    if stream.is_default and result[0] is _IMPLICIT:
-        return False   # the legacy stream would join another stream's capture: it is not one
-    return check(result, "cudaStreamIsCapturing") != _STATUS_NONE
+    be ended with capture_end, as in CUDA); False at once while no tensorplay capture is open
+    in the process."""
+    return bool(_roots) and _runtime_is_capturing(stream.handle, stream.is_default)
+
+
+def any_capture_open() -> bool:
+    """Whether any tensorplay capture is open in this process (one set test: eager hot paths
+    ask this before a ``cudaStreamIsCapturing``)."""
+    return bool(_roots)
 
 
 # -- conditional nodes -----------------------------------------------------------------------
-
-def check_predicate(call: str, predicate, device_index: int) -> None:
-    """A one-element bool CuPy array on ``device_index``, or TypeError/ValueError."""
-    if not isinstance(predicate, cupy.ndarray):
-        raise TypeError(f"{call}: the predicate must be a cuda device array (cupy.ndarray), got "
-                        f"{type(predicate).__name__}")
-    if predicate.dtype != bool:
-        raise TypeError(f"{call}: the predicate must be of dtype bool, got {predicate.dtype}")
-    if predicate.size != 1:
-        raise ValueError(f"{call}: the predicate must have exactly one element, got shape "
-                         f"{predicate.shape}")
-    if predicate.device.id != device_index:
-        raise ValueError(f"{call}: the predicate must live on cuda:{device_index}, it is on "
-                         f"cuda:{predicate.device.id}")
-
 
 def _body_graph(params, node):
     """The body graph the driver made for a conditional node (read back from the params the
@@ -307,14 +288,15 @@ def begin_conditional(stream, kind: str, predicate) -> "_streams.CudaStream":
     Order matters: the handle is created, then ``tp_set_conditional(handle, predicate)`` is
     captured on ``stream`` *before* the node, the node is added after the stream's (updated)
     dependencies, the stream is made to depend on the node alone, and the body graph is captured
-    on a new stream with the capture's mode. Returns that body stream.
+    on a new stream with the capture's mode. Returns that body stream. ``predicate`` (a
+    one-element bool CuPy array on the stream's device) was checked by the caller
+    (``_runtime/capture.py``).
     """
     if kind not in _KINDS:
         raise ValueError(f"begin_conditional: kind must be 'if' or 'while', got {kind!r}")
     index = stream.device_index
     if stream.closed:
         raise RuntimeError(f"begin_conditional: conditional body was closed ({stream!r})")
-    check_predicate("begin_conditional", predicate, index)
     info = check(runtime.cudaStreamGetCaptureInfo(stream.handle), "cudaStreamGetCaptureInfo")
     status, capture_id, graph = info[0], int(info[1] or 0), info[2]
     if status != _STATUS_ACTIVE:
@@ -359,10 +341,9 @@ def _open_conditional(call: str, body_stream) -> Conditional:
 
 
 def set_conditional(body_stream, predicate) -> None:
-    """Capture, at this point of the body, a refresh of its node's handle from ``predicate``;
-    a while node also re-reads this predicate when its body ends."""
+    """Capture, at this point of the body, a refresh of its node's handle from ``predicate``
+    (checked by the caller); a while node also re-reads this predicate when its body ends."""
     conditional = _open_conditional("set_conditional", body_stream)
-    check_predicate("set_conditional", predicate, body_stream.device_index)
     _kernels.launch(_kernels.SET_CONDITIONAL, body_stream, 1, 1,
                     (conditional.handle_arg, predicate))
     conditional.predicate = predicate

@@ -1,4 +1,9 @@
-"""tensorplay's own CUDA kernels (NVRTC through ``cupy.RawKernel``), compiled lazily per device.
+"""The cuda backend's one kernel cache, and tensorplay's own CUDA kernels (NVRTC through
+``cupy.RawKernel``), compiled lazily per device.
+
+Every kernel object the backend builds (these, the GEMMs and ``erf`` of ``_linalg.py``, the
+activations) is made once through :func:`cached` and loaded once per device through
+:func:`warm`; nothing compiles at import.
 
 - ``tp_set_conditional(handle, const bool* pred)``: sets a conditional node's handle from a
   device predicate with ``cudaGraphSetConditional`` (a device-runtime builtin the driver resolves
@@ -14,13 +19,17 @@ and loading a module inside a capture is slow at best and, under some capture mo
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Hashable
+from typing import Any
 
 import cupy
 import numpy as np
 
 from . import _cupy_bridge
+from ._runtime import relaxed_capture_mode
 
-__all__ = ["MAX_COPIES", "ensure", "launch", "function_handle", "SET_CONDITIONAL", "STAGE"]
+__all__ = ["MAX_COPIES", "cached", "ensure", "function_handle", "is_warm", "launch", "warm",
+           "SET_CONDITIONAL", "STAGE"]
 
 MAX_COPIES = 64   #: triplets one staged launch carries (Note [fused staging])
 
@@ -67,31 +76,56 @@ extern "C" __global__ void tp_stage(const tp_stage_args args) {
 
 _SOURCES = {SET_CONDITIONAL: _SET_CONDITIONAL_SOURCE, STAGE: _STAGE_SOURCE}
 
-_kernels: dict[str, "cupy.RawKernel"] = {}
-_loaded: set[tuple[str, int]] = set()
+_cache: dict[Hashable, Any] = {}
+_warm: set[tuple[Hashable, int]] = set()
 _functions: dict[tuple[str, int], int] = {}
-_lock = threading.Lock()
+_lock = threading.RLock()   # reentrant: a warm-up may make the kernel it warms
+
+
+def cached(key: Hashable, make: Callable[[], Any] | None) -> Any:
+    """The one kernel cache: the kernel object stored under ``key``, made by ``make()`` (a
+    ``cupy.RawKernel``, ``ElementwiseKernel``, fused function ...) the first time (thread-safe).
+    Making one compiles nothing yet: CuPy compiles and loads at first use per device."""
+    kernel = _cache.get(key)
+    if kernel is None:
+        with _lock:
+            kernel = _cache.get(key)
+            if kernel is None:
+                assert make is not None, f"kernel {key!r} is not cached yet"
+                kernel = _cache[key] = make()
+    return kernel
+
+
+def is_warm(key: Hashable, device_index: int) -> bool:
+    """Whether :func:`warm` already ran for ``key`` on ``device_index``."""
+    return (key, device_index) in _warm
+
+
+def warm(key: Hashable, device_index: int, load: Callable[[], Any]) -> Any:
+    """Run ``load()`` (which compiles and loads the kernel ``key``) once per device, with the
+    device current and under relaxed capture mode (loading a module inside a global-mode capture
+    is refused); returns what ``load`` returned, or None when it already ran."""
+    if (key, device_index) in _warm:
+        return None
+    with _lock, relaxed_capture_mode(), cupy.cuda.Device(device_index):
+        if (key, device_index) in _warm:
+            return None
+        result = load()
+        _warm.add((key, device_index))
+    return result
 
 
 def _raw_kernel(name: str) -> "cupy.RawKernel":
-    kernel = _kernels.get(name)
-    if kernel is None:
-        with _lock:
-            kernel = _kernels.get(name)
-            if kernel is None:
-                kernel = _kernels[name] = cupy.RawKernel(_SOURCES[name], name)
-    return kernel
+    return cached(name, lambda: cupy.RawKernel(_SOURCES[name], name))
 
 
 def ensure(device_index: int, *names: str) -> None:
     """Compile and load ``names`` on ``device_index`` now, if not done yet (thread-safe)."""
-    missing = [name for name in names if (name, device_index) not in _loaded]
-    if not missing:
-        return
-    with cupy.cuda.Device(device_index):   # current for CuPy, restored on exit
-        for name in missing:
-            _raw_kernel(name).kernel   # the property compiles and loads for the current device
-            _loaded.add((name, device_index))
+    for name in names:
+        if not is_warm(name, device_index):
+            # the property compiles and loads for the current device
+            # mypy cannot infer a lambda with a default argument (it binds this loop's name)
+            warm(name, device_index, lambda name=name: _raw_kernel(name).kernel)  # type: ignore[misc]
 
 
 def function_handle(name: str, device_index: int) -> int:

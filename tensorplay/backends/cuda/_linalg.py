@@ -21,12 +21,14 @@ under relaxed capture mode (loading a module inside a global-mode capture is ref
 
 from __future__ import annotations
 
-import threading
+from typing import Any
 
 import cupy
 import numpy as np
+from cuda.bindings import runtime
 
-from ._runtime import relaxed_capture_mode
+from . import _graphs, _kernels
+from ._runtime import is_capturing as _stream_is_capturing
 
 __all__ = ["matmul", "erf", "ensure", "is_capturing", "GEMM_SOURCE", "TILE"]
 
@@ -125,11 +127,6 @@ TP_GEMM(tp_matmul_d, double, double, tp_load_d, tp_store_d)
 _GEMM_DTYPES = {np.dtype(np.float16): "e", np.dtype(np.float32): "f",
                 np.dtype(np.float64): "d"}
 
-_kernels: dict[str, "cupy.RawKernel"] = {}
-_loaded: set[tuple[str, int]] = set()
-_lock = threading.Lock()
-
-
 # -- capture detection and kernels ----------------------------------------------------------------
 def is_capturing(stream=None) -> bool:
     """Whether CuPy's current stream (or ``stream``) is capturing: one cudaStreamIsCapturing.
@@ -138,25 +135,18 @@ def is_capturing(stream=None) -> bool:
     an error rather than a status; that reads as "not capturing", so the caller's own CuPy call
     then reports the real problem (work on the legacy stream invalidates that capture).
     """
-    ptr = (stream or cupy.cuda.get_current_stream()).ptr
-    try:
-        return bool(cupy.cuda.runtime.streamIsCapturing(ptr))
-    except cupy.cuda.runtime.CUDARuntimeError:
+    if not _graphs.any_capture_open():
         return False
+    ptr = int((stream or cupy.cuda.get_current_stream()).ptr)
+    return _stream_is_capturing(runtime.cudaStream_t(ptr), ptr == 0)
 
 
 def _gemm(code: str, device_index: int, capturing: bool) -> "cupy.RawKernel":
     """The GEMM for dtype ``code``, compiled and loaded on ``device_index`` (the current one)."""
-    kernel = _kernels.get(code)
-    if kernel is None:
-        with _lock:
-            kernel = _kernels.get(code)
-            if kernel is None:
-                kernel = _kernels[code] = cupy.RawKernel(GEMM_SOURCE, f"tp_matmul_{code}")
-    if (code, device_index) not in _loaded:
-        with _lock, relaxed_capture_mode():
-            kernel.kernel   # the property compiles, then loads for the current device
-            _loaded.add((code, device_index))
+    name = f"tp_matmul_{code}"
+    kernel = _kernels.cached(name, lambda: cupy.RawKernel(GEMM_SOURCE, name))
+    if not _kernels.is_warm(name, device_index):
+        _kernels.warm(name, device_index, lambda: kernel.kernel)   # compiles, then loads
     return kernel
 
 
@@ -338,31 +328,25 @@ def _launch(kernel, a, b, c) -> None:
             + [np.int32(sak == 1 or k == 1), np.int32(sbn == 1 or n == 1)])
     for index in np.ndindex(*[d[0] for d in outer]):
         offsets = [sum(i * d[j] for i, d in zip(index, outer)) * item for j in (1, 2, 3)]
-        pointers = [np.uint64(x.data.ptr + off) for x, off in zip((a, b, c), offsets)]
+        pointers: list[Any] = [np.uint64(x.data.ptr + off) for x, off in zip((a, b, c), offsets)]
         kernel(grid, (_THREADS, _THREADS), tuple(pointers + tail))
 
 
 # -- erf ------------------------------------------------------------------------------------------
 _ERF_SOURCES = {np.dtype(np.float16): "y = (T)erff((float)x)",
                 np.dtype(np.float32): "y = erff(x)", np.dtype(np.float64): "y = erf(x)"}
-_erf_kernels: dict[np.dtype, object] = {}
-_erf_warm: set[tuple[np.dtype, int]] = set()
-
-
-def _erf_kernel(dtype: np.dtype):
+def _make_erf(dtype: np.dtype):
     """One elementwise kernel for ``dtype``: cupyx's erf ufunc where it keeps the dtype
     (float32, float64; its float16 loop returns float64), else an ElementwiseKernel."""
-    kernel = _erf_kernels.get(dtype)
+    kernel: Any = None
+    if dtype != np.float16:
+        try:
+            # untyped cupyx: mypy sees a second definition of ``kernel``
+            from cupyx.scipy.special import erf as kernel  # type: ignore[no-redef]
+        except Exception:  # noqa: BLE001 - cupyx missing or broken: use our own
+            kernel = None
     if kernel is None:
-        if dtype != np.float16:
-            try:
-                from cupyx.scipy.special import erf as kernel
-            except Exception:  # noqa: BLE001 - cupyx missing or broken: use our own
-                kernel = None
-        if kernel is None:
-            kernel = cupy.ElementwiseKernel("T x", "T y", _ERF_SOURCES[dtype],
-                                            f"tp_erf_{dtype.char}")
-        _erf_kernels[dtype] = kernel
+        kernel = cupy.ElementwiseKernel("T x", "T y", _ERF_SOURCES[dtype], f"tp_erf_{dtype.char}")
     return kernel
 
 
@@ -379,14 +363,13 @@ def erf(x):
     .. note:: The first call per dtype and device compiles and loads the kernel; during a capture
        that load runs under relaxed capture mode.
     """
-    dtype = getattr(x, "dtype", None)
+    dtype: Any = getattr(x, "dtype", None)
     if not isinstance(x, cupy.ndarray) or dtype not in _ERF_SOURCES:
         kind = f"a CuPy array of {dtype}" if isinstance(x, cupy.ndarray) else type(x).__name__
         raise TypeError(f"erf needs a CuPy array of float16, float32 or float64, got {kind}")
-    key = (dtype, x.device.id)
-    if key in _erf_warm:
-        return _erf_kernels[dtype](x)
-    with relaxed_capture_mode():   # the import, compile and load happen here
-        y = _erf_kernel(dtype)(x)
-    _erf_warm.add(key)
-    return y
+    key = f"tp_erf_{dtype.char}"
+    if _kernels.is_warm(key, x.device.id):
+        return _kernels.cached(key, None)(x)   # made by the warm-up below
+    # the first call per device imports, compiles and loads under relaxed capture mode
+    y = _kernels.warm(key, x.device.id, lambda: _kernels.cached(key, lambda: _make_erf(dtype))(x))
+    return _kernels.cached(key, None)(x) if y is None else y   # None: another thread warmed it

@@ -47,11 +47,12 @@ from __future__ import annotations
 import ctypes
 import itertools
 import operator
+from typing import Any
 
 from cuda.bindings import driver, runtime
 
 from . import _kernels
-from ._runtime import check
+from ._runtime import DRIVER_SUCCESS, check, raise_error
 
 __all__ = ["MAX_COPIES", "StageNode"]
 
@@ -61,23 +62,12 @@ _BYTES_PER_PASS = 16 * BLOCK
 _largest = operator.itemgetter(2)
 _flatten = itertools.chain.from_iterable
 _set_params = driver.cuGraphExecKernelNodeSetParams
-_SUCCESS = driver.CUresult.CUDA_SUCCESS
 
 
 class _StageArgs(ctypes.Structure):
     """Mirror of ``struct tp_stage_args`` in ``_kernels.py``."""
 
     _fields_ = [("count", ctypes.c_uint64), ("words", ctypes.c_uint64 * (3 * MAX_COPIES))]
-
-
-def _driver_check(result, call: str):
-    err = result[0]
-    if err != _SUCCESS:
-        _, name = driver.cuGetErrorName(err)
-        _, text = driver.cuGetErrorString(err)
-        raise RuntimeError(f"{call} failed: {name.decode() if name else err} "
-                           f"({text.decode() if text else 'no description'})")
-    return result[1] if len(result) > 1 else None
 
 
 class StageNode:
@@ -91,6 +81,9 @@ class StageNode:
 
     __slots__ = ("device_index", "max_blocks", "node", "exec", "params", "enabled", "args",
                  "_pointers", "_grid")
+    node: Any     # cuda-bindings handles: None until record() and bind() set them
+    exec: Any
+    params: Any
 
     def __init__(self, device_index: int, max_blocks: int):
         self.device_index = device_index
@@ -109,9 +102,9 @@ class StageNode:
         """Launch ``tp_stage`` (count 0) on the capturing ``stream`` and remember its node;
         ``call`` (capture_begin or capture_end) names the step in errors."""
         function = driver.CUfunction(_kernels.function_handle(_kernels.STAGE, self.device_index))
-        _driver_check(driver.cuLaunchKernel(function, 1, 1, 1, BLOCK, 1, 1, 0,
-                                            driver.CUstream(int(stream.handle)),
-                                            self._params_address, 0), "cuLaunchKernel (tp_stage)")
+        check(driver.cuLaunchKernel(function, 1, 1, 1, BLOCK, 1, 1, 0,
+                                    driver.CUstream(int(stream.handle)),
+                                    self._params_address, 0), "cuLaunchKernel (tp_stage)")
         info = check(runtime.cudaStreamGetCaptureInfo(stream.handle), "cudaStreamGetCaptureInfo")
         dependencies = info[3]
         if not dependencies or len(dependencies) != 1:
@@ -122,8 +115,8 @@ class StageNode:
     def bind(self, executable_handle) -> None:
         """Attach to the executable instantiated from the recorded graph; start disabled."""
         self.exec = driver.CUgraphExec(int(executable_handle))
-        params = _driver_check(driver.cuGraphKernelNodeGetParams(self.node),
-                               "cuGraphKernelNodeGetParams (tp_stage)")
+        params = check(driver.cuGraphKernelNodeGetParams(self.node),
+                       "cuGraphKernelNodeGetParams (tp_stage)")
         params.kernelParams = self._params_address
         self.params = params
         self.enabled = True
@@ -149,16 +142,16 @@ class StageNode:
             params.gridDimX, params.gridDimY = grid
             self._grid = grid
         err = _set_params(self.exec, self.node, params)[0]
-        if err is not _SUCCESS:
-            _driver_check((err,), "cuGraphExecKernelNodeSetParams (tp_stage)")
+        if err is not DRIVER_SUCCESS:
+            raise_error(err, "cuGraphExecKernelNodeSetParams (tp_stage)")
         if not self.enabled:
-            _driver_check(driver.cuGraphNodeSetEnabled(self.exec, self.node, 1),
-                          "cuGraphNodeSetEnabled (tp_stage)")
+            check(driver.cuGraphNodeSetEnabled(self.exec, self.node, 1),
+                  "cuGraphNodeSetEnabled (tp_stage)")
             self.enabled = True
 
     def disable(self) -> None:
         """Make the next launch skip staging."""
         if self.enabled:
-            _driver_check(driver.cuGraphNodeSetEnabled(self.exec, self.node, 0),
-                          "cuGraphNodeSetEnabled (tp_stage)")
+            check(driver.cuGraphNodeSetEnabled(self.exec, self.node, 0),
+                  "cuGraphNodeSetEnabled (tp_stage)")
             self.enabled = False

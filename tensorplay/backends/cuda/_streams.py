@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 import warnings
 import weakref
+from typing import Any
 
 import cupy
 from cuda.bindings import runtime
@@ -51,9 +52,9 @@ class CudaStream:
         self.ptr = int(cupy_stream.ptr)
         self.handle = runtime.cudaStream_t(self.ptr)
         self.is_default = is_default
-        self.capture = None      # the _graphs.Capture this stream began (origin streams only)
-        self.body = None         # the _graphs.Conditional whose body this stream records
-        self.open_nodes = []     # conditionals begun on this stream and not yet ended
+        self.capture: Any = None      # the _graphs.Capture this stream began (origin streams only)
+        self.body: Any = None         # the _graphs.Conditional whose body this stream records
+        self.open_nodes: list[Any] = []     # conditionals begun on this stream and not yet ended
         self.closed = False      # a body stream after end_conditional
         _known[(device_index, self.ptr)] = self
 

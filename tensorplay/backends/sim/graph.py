@@ -23,7 +23,7 @@ import numpy as np
 
 __all__ = ["SimGraph", "SimExecutable", "Capture", "NodeFailure", "KernelNode", "MemcpyNode",
            "HostCopyNode", "StageNode", "GraphNode", "EventNode", "ConditionalNode",
-           "SetConditionalNode", "run_nodes", "to_dot", "WHILE_ITERATION_LIMIT"]
+           "SetConditionalNode", "run_nodes", "WHILE_ITERATION_LIMIT"]
 
 #: A while node that has run this many iterations with its handle still true raises (a replay
 #: that never ends would hang the host; on a GPU it hangs the device). Tests lower it.
@@ -270,13 +270,12 @@ class Capture:
     latest recorded step of each stream it depends on. Recording an event snapshots the clock;
     waiting on it merges the snapshot. A forked stream is joined back when the origin's clock
     covers that stream's own latest seq, directly or through other streams, as CUDA allows.
-    The caller (``SimBackend``) holds every device lock around each method.
+    The caller (``SimBackend``) holds every device lock around each method. The capture rules
+    (mode, stream, ending thread, predicates) are the caller's (``_runtime/capture.py``).
     """
 
-    def __init__(self, origin: Any, mode: str, thread: int):
+    def __init__(self, origin: Any):
         self.origin = origin
-        self.mode = mode
-        self.thread = thread
         self.graph = SimGraph(origin.device_index)
         self.members = [origin]
         self.open_bodies: list[Any] = []
@@ -359,9 +358,9 @@ class Capture:
         if body._open_child is not None:
             raise RuntimeError(f"end_conditional: {body!r} has an open conditional body of its "
                                f"own; end that one first")
-        body._closed, body._target = True, None
         body._parent._open_child = None
         self.open_bodies.remove(body)
+        _close(body)
 
     def end_error(self) -> str | None:
         """Why capture_end must fail, or None."""
@@ -386,69 +385,10 @@ class Capture:
         for member in self.members:
             member._capture = member._target = member._clock = member._open_child = None
         for body in self.open_bodies:
-            body._closed, body._target = True, None
+            _close(body)
         self.open_bodies.clear()
 
 
-# -- Graphviz -------------------------------------------------------------------------------
-
-def _quote(text: str) -> str:
-    """A DOT double-quoted string; lines separated by DOT's ``\\n`` escape."""
-    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + escaped.replace("\n", "\\n") + '"'
-
-
-def _label(node: Any, verbose: bool) -> str:
-    lines = [node.kind]
-    if node.kind == "kernel":
-        lines.append(node.name)
-    if verbose:
-        lines.extend(str(line) for line in node.details())
-    return "\n".join(lines)
-
-
-class _DotWriter:
-    def __init__(self, verbose: bool):
-        self.verbose = verbose
-        self.lines: list[str] = []
-        self.count = 0
-
-    def emit_list(self, nodes, indent: str, previous: str | None) -> str | None:
-        """Emit ``nodes`` chained by edges after ``previous``; return the last DOT node id."""
-        for node in nodes:
-            current = f"n{self.count}"
-            self.count += 1
-            if isinstance(node, ConditionalNode):
-                self._emit_conditional(node, current, indent)
-            else:
-                label = _quote(_label(node, self.verbose))
-                self.lines.append(f"{indent}{current} [label={label}];")
-            if previous is not None:
-                self.lines.append(f"{indent}{previous} -> {current};")
-            previous = current
-        return previous
-
-    def _emit_conditional(self, node: ConditionalNode, head: str, indent: str) -> None:
-        cluster_label = node.kind
-        if self.verbose:
-            cluster_label += f"\npredicate=0x{node.predicate_ptr:x}"
-        self.lines.append(f"{indent}subgraph cluster_{head[1:]} {{")
-        inner = indent + "  "
-        self.lines.append(f"{inner}label={_quote(cluster_label)};")
-        self.lines.append(f"{inner}{head} [shape=diamond, label="
-                          f"{_quote(_label(node, self.verbose))}];")
-        last = self.emit_list(node.body, inner, head)
-        if node.kind == "while" and last is not None and last != head:
-            self.lines.append(f'{inner}{last} -> {head} [style=dashed, label="repeat"];')
-        self.lines.append(f"{indent}}}")
-
-
-def to_dot(nodes, verbose: bool) -> str:
-    """Graphviz DOT for a node list: one DOT node per graph node, edges in execution order,
-    each if/while node a ``cluster`` holding its body."""
-    writer = _DotWriter(verbose)
-    writer.lines.append("digraph tensorplay_graph {")
-    writer.lines.append("  node [shape=box];")
-    writer.emit_list(nodes, "  ", None)
-    writer.lines.append("}")
-    return "\n".join(writer.lines) + "\n"
+def _close(body: Any) -> None:
+    """A closed body stream records nothing more: it is an ordinary stream again, as on cuda."""
+    body._closed, body._capture, body._target = True, None, None

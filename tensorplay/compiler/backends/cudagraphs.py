@@ -31,7 +31,9 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 
+from ... import accelerator
 from ..._runtime import writes as _writes
+from ..._runtime.select import accelerator_backend
 from ..._tensor.tensor import Tensor
 
 log = logging.getLogger("tensorplay.compiler")
@@ -186,8 +188,6 @@ class CudaGraphsFunction:
 
     @staticmethod
     def _uncapturable_reason(tensors) -> str | None:
-        from ...backends import accelerator_backend
-
         if accelerator_backend() is None:
             return "no accelerator was built (host-only), so there is nothing to capture on"
         devices = {t.device for t in tensors}
@@ -201,8 +201,6 @@ class CudaGraphsFunction:
         return None
 
     def _capture(self, signature, args, kwargs, tensors) -> _Entry:
-        from ... import accelerator
-
         device = tensors[0].device
         if self._pool is None:
             self._pool = accelerator.graph_pool_handle()

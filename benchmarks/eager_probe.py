@@ -1,0 +1,148 @@
+"""Host cost per call of small eager ops in CuPy, torch and raw launch paths, on one GPU.
+
+Answers: what does each way of launching one small elementwise kernel cost from Python on this
+machine? (CuPy ufunc with and without ``out=``, ElementwiseKernel, RawKernel, cuda-bindings
+``cuLaunchKernel`` with prepacked parameters), next to torch's same calls. Prints one line per
+case: ``<name> <us per call>``.
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+
+N = 3000
+
+
+def per_call(fn, sync, n=N, repeats=5):
+    for _ in range(200):
+        fn()
+    sync()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        sync()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best * 1e6
+
+
+def report(name, us):
+    print(f"{name:44s} {us:8.2f} us per call", flush=True)
+
+
+def cupy_cases():
+    import cupy as cp
+    sync = cp.cuda.get_current_stream().synchronize
+    a = cp.ones((64, 64), cp.float32)
+    b = cp.ones((64, 64), cp.float32)
+    c = cp.empty_like(a)
+    w = cp.ones((64, 64), cp.float32)
+    m = a > 0
+    s = cp.empty((), cp.float32)
+    cases = {
+        "cupy a + b": lambda: a + b,
+        "cupy add(a, b, out=c)": lambda: cp.add(a, b, out=c),
+        "cupy exp(a)": lambda: cp.exp(a),
+        "cupy exp(a, out=c)": lambda: cp.exp(a, out=c),
+        "cupy a += 1 (add(a, 1, out=a))": lambda: cp.add(a, 1, out=a),
+        "cupy a.sum()": lambda: a.sum(),
+        "cupy sum(a, out=s)": lambda: cp.sum(a, out=s),
+        "cupy where(m, a, b)": lambda: cp.where(m, a, b),
+        "cupy a @ w": lambda: a @ w,
+        "cupy matmul(a, w, out=c)": lambda: cp.matmul(a, w, out=c),
+        "cupy empty((64,64))": lambda: cp.empty((64, 64), cp.float32),
+    }
+    ek = cp.ElementwiseKernel("T x, T y", "T z", "z = x + y", "tp_probe_add")
+    cases["cupy ElementwiseKernel(a, b, c)"] = lambda: ek(a, b, c)
+    rk = cp.RawKernel(r'''extern "C" __global__ void tp_add(const float* x, const float* y,
+        float* z, long long n) { long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+        if (i < n) z[i] = x[i] + y[i]; }''', "tp_add")
+    n = a.size
+    grid = (n + 255) // 256
+    cases["cupy RawKernel((g,), (b,), args)"] = lambda: rk((grid,), (256,), (a, b, c, np.int64(n)))
+    rk.compile() if hasattr(rk, "compile") else None
+    try:
+        from cuda.bindings import driver
+        fptr = rk.kernel.ptr
+        stream = cp.cuda.get_current_stream().ptr
+        vals = np.array([a.data.ptr, b.data.ptr, c.data.ptr, n], dtype=np.uint64)
+        slots = np.array([vals.ctypes.data + 8 * i for i in range(4)], dtype=np.uint64)
+        params = slots.ctypes.data
+        launch = driver.cuLaunchKernel
+        func = driver.CUfunction(fptr)
+        grid = (n + 255) // 256
+        cases["cuLaunchKernel prepacked params"] = lambda: launch(
+            func, grid, 1, 1, 256, 1, 1, 0, stream, params, 0)
+        def repack():
+            vals[0] = a.data.ptr
+            vals[1] = b.data.ptr
+            vals[2] = c.data.ptr
+            launch(func, grid, 1, 1, 256, 1, 1, 0, stream, params, 0)
+        cases["cuLaunchKernel + 3 pointer writes"] = repack
+        ptr_t = ctypes.c_void_p
+        cases["cuLaunchKernel (values, types) tuple"] = lambda: launch(
+            func, grid, 1, 1, 256, 1, 1, 0, stream,
+            ((a.data.ptr, b.data.ptr, c.data.ptr, n), (None, None, None, ctypes.c_longlong)), 0)
+        del ptr_t
+    except Exception as exc:  # noqa: BLE001
+        print("cuLaunchKernel cases skipped:", type(exc).__name__, exc)
+    try:
+        from cuda.bindings import runtime
+        cases["cudaStreamQuery (one binding call)"] = lambda: runtime.cudaStreamQuery(stream)
+    except Exception as exc:  # noqa: BLE001
+        print("runtime cases skipped:", exc)
+    cases["cupy get_current_stream()"] = cp.cuda.get_current_stream
+    for name, fn in cases.items():
+        try:
+            report(name, per_call(fn, sync))
+        except Exception as exc:  # noqa: BLE001
+            print(f"{name}: failed {type(exc).__name__}: {exc}")
+
+
+def torch_cases():
+    import torch
+    sync = torch.cuda.synchronize
+    a = torch.ones(64, 64, device="cuda")
+    b = torch.ones(64, 64, device="cuda")
+    c = torch.empty_like(a)
+    w = torch.ones(64, 64, device="cuda")
+    m = a > 0
+    cases = {
+        "torch a + b": lambda: a + b,
+        "torch add(a, b, out=c)": lambda: torch.add(a, b, out=c),
+        "torch a.exp()": lambda: a.exp(),
+        "torch a.add_(1)": lambda: a.add_(1),
+        "torch a.sum()": lambda: a.sum(),
+        "torch where(m, a, b)": lambda: torch.where(m, a, b),
+        "torch gelu(a)": lambda: torch.nn.functional.gelu(a),
+        "torch a @ w": lambda: a @ w,
+    }
+    for name, fn in cases.items():
+        report(name, per_call(fn, sync))
+
+
+def tensorplay_cases():
+    import tensorplay as tp
+    sync = tp.accelerator.synchronize
+    a = tp.ones(64, 64, device="cuda")
+    b = tp.ones(64, 64, device="cuda")
+    w = tp.ones(64, 64, device="cuda")
+    m = a > 0
+    cases = {
+        "tp a + b": lambda: a + b, "tp a.exp()": lambda: a.exp(), "tp a.add_(1)": lambda: a.add_(1),
+        "tp a.sum()": lambda: a.sum(), "tp where(m, a, b)": lambda: tp.where(m, a, b),
+        "tp a @ w": lambda: a @ w, "tp gelu(a)": lambda: tp.gelu(a),
+    }
+    for name, fn in cases.items():
+        report(name, per_call(fn, sync))
+
+
+if __name__ == "__main__":
+    for part in (cupy_cases, torch_cases, tensorplay_cases):
+        try:
+            part()
+        except Exception as exc:  # noqa: BLE001
+            print(f"{part.__name__} failed: {type(exc).__name__}: {exc}")

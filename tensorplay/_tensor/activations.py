@@ -1,0 +1,220 @@
+"""Activations and the error function: ``relu gelu sigmoid silu softmax log_softmax erf erfc``.
+
+Each is ONE kernel. Where the device's backend offers the optional hooks ``activation(name, x,
+out)`` and ``softmax(x, dim, out, log)`` (cuda: one CuPy kernel per activation, three for a
+softmax), the kernel calls them; elsewhere (host, sim) it evaluates the formulas below with
+``xp`` inside one launch. Both give the same values within float tolerance; float16 and bfloat16
+compute in float32 and round once.
+
+``erf`` (and so ``gelu(approximate="none")``) is composed here because NumPy has none: for
+float16/bfloat16/float32 a Taylor series below ``|x| = 0.8`` and the Numerical-Recipes
+Chebyshev fit of erfc above it, max abs error 1.3e-7 (about two float32 ulps near 1); for float64
+a positive-term series up to ``|x| = 3`` and a 40-term continued fraction for erfc beyond it,
+max abs error 1.4e-15 (tested against ``math.erf``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._runtime import dispatch as _dispatch
+from .. import _dtype
+from .join import _apply, _floating, _only_floating, _tensor_arg
+from .tensor import Tensor, _normalize_dim
+
+__all__ = ["relu", "gelu", "sigmoid", "silu", "softmax", "log_softmax", "erf", "erfc"]
+
+TENSOR_METHODS = ("relu", "relu_", "gelu", "sigmoid", "sigmoid_", "silu", "softmax",
+                  "log_softmax", "erf", "erf_", "erfc")
+
+
+def _hook(tensor: Tensor, name: str):
+    """The optional hook ``name`` of ``tensor``'s backend (cuda: CuPy kernels), or None."""
+    return _dispatch._hook_for(_dispatch.xp_of(tensor.device), name)
+
+
+def relu(input) -> Tensor:
+    """``max(x, 0)``, keeping the dtype (NaN stays NaN). RuntimeError for bool and complex."""
+    tensor = _tensor_arg(input, "relu", "input")
+    return _apply("relu", [tensor], _relu, native="relu", cache=True)
+
+
+def relu_(input) -> Tensor:
+    tensor = _tensor_arg(input, "relu_", "input")
+    return _apply("relu_", [tensor], _relu, out=tensor, native="relu", cache=True)
+
+
+def _relu(xp, x):
+    return xp.maximum(x, x.dtype.type(0))
+
+
+def _sigmoid(xp, x):
+    e = xp.exp(-xp.abs(x))
+    return xp.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+def sigmoid(input) -> Tensor:
+    """``1 / (1 + exp(-x))``, accurate in both tails; bool/integer input gives float32."""
+    tensor = _tensor_arg(input, "sigmoid", "input")
+    return _apply("sigmoid", [tensor], _sigmoid, result=_floating("sigmoid"), native="sigmoid",
+                  cache=True)
+
+
+def sigmoid_(input) -> Tensor:
+    tensor = _tensor_arg(input, "sigmoid_", "input")
+    return _apply("sigmoid_", [tensor], _sigmoid, result=_floating("sigmoid_"), out=tensor,
+                  native="sigmoid", cache=True)
+
+
+def _silu(xp, x):
+    return x * _sigmoid(xp, x)
+
+
+def silu(input) -> Tensor:
+    """``x * sigmoid(x)``."""
+    tensor = _tensor_arg(input, "silu", "input")
+    return _apply("silu", [tensor], _silu, result=_only_floating("silu"), native="silu",
+                  cache=True)
+
+
+# erf, float32 path: Taylor coefficients of erf (odd powers) and the Numerical Recipes erfc fit.
+_ERF_TAYLOR = tuple((-1) ** n * 2 / (math.sqrt(math.pi) * math.factorial(n) * (2 * n + 1))
+                    for n in range(11))
+_ERFC_FIT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807,
+             -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def _erf32(xp, x):
+    kind = x.dtype.type
+    ax = xp.abs(x)
+    small = xp.minimum(ax, kind(0.8))
+    x2 = small * small
+    series = kind(_ERF_TAYLOR[-1])
+    for c in _ERF_TAYLOR[-2::-1]:
+        series = series * x2 + kind(c)
+    big = xp.maximum(ax, kind(0.8))
+    t = 1 / (1 + kind(0.5) * big)
+    fit = kind(_ERFC_FIT[-1])
+    for c in _ERFC_FIT[-2::-1]:
+        fit = fit * t + kind(c)
+    tail = 1 - t * xp.exp(-big * big + fit)
+    return xp.copysign(xp.where(ax < 0.8, small * series, tail), x)
+
+
+def _erf64(xp, x):
+    ax = xp.abs(x)
+    small = xp.minimum(ax, 3.0)
+    x2 = small * small
+    term, total = small, small
+    for n in range(1, 50):  # erf = 2/sqrt(pi) e^-x^2 sum 2^n x^(2n+1) / (2n+1)!!
+        term = term * (2 * x2) / (2 * n + 1)
+        total = total + term
+    series = (2 / math.sqrt(math.pi)) * xp.exp(-x2) * total
+    big = xp.maximum(ax, 3.0)
+    fraction = big
+    for k in range(40, 0, -1):  # erfc continued fraction, evaluated from its tail
+        fraction = big + (k / 2) / fraction
+    tail = 1 - xp.exp(-big * big) / (math.sqrt(math.pi) * fraction)
+    return xp.copysign(xp.where(ax <= 3.0, series, tail), x)
+
+
+def _erf(xp, x):
+    fused = _dispatch.erf_for(xp)
+    if fused is not None:
+        return fused(x)
+    return _erf64(xp, x) if x.dtype == np.float64 else _erf32(xp, x)
+
+
+def erf(input) -> Tensor:
+    """The error function (accuracy in the module docstring); integer input gives float32."""
+    tensor = _tensor_arg(input, "erf", "input")
+    return _apply("erf", [tensor], _erf, result=_floating("erf"), native="erf", cache=True)
+
+
+def erf_(input) -> Tensor:
+    tensor = _tensor_arg(input, "erf_", "input")
+    return _apply("erf_", [tensor], _erf, result=_floating("erf_"), out=tensor, native="erf",
+                  cache=True)
+
+
+def erfc(input) -> Tensor:
+    """``1 - erf(x)`` (absolute, not relative, accuracy in the far right tail)."""
+    return _apply("erfc", [_tensor_arg(input, "erfc", "input")], lambda xp, x: 1 - _erf(xp, x),
+                  result=_floating("erfc"))
+
+
+_SQRT_2_OVER_PI = math.sqrt(2 / math.pi)
+
+
+def _gelu_exact(xp, x):
+    return x * 0.5 * (1 + _erf(xp, x * (1 / math.sqrt(2))))
+
+
+def _gelu_tanh(xp, x):
+    return 0.5 * x * (1 + xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)))
+
+
+def gelu(input, approximate: str = "none") -> Tensor:
+    """Gaussian error linear unit: ``x * Phi(x)`` with the exact erf (``approximate="none"``)
+    or the tanh approximation (``"tanh"``).
+
+    Raises:
+        ValueError: another ``approximate``. TypeError: bool/integer input.
+    """
+    if approximate not in ("none", "tanh"):
+        raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    exact = approximate == "none"
+    tensor = _tensor_arg(input, "gelu", "input")
+    name = "gelu" if exact else "gelu_tanh"
+    return _apply(name, [tensor], _gelu_exact if exact else _gelu_tanh,
+                  result=_only_floating("gelu"), native=name, cache=True)
+
+
+def _softmax_input(op: str, input, dim, dtype):
+    tensor = _tensor_arg(input, op, "input")
+    if dtype is not None:
+        tensor = tensor.to(_dtype.to_dtype(dtype))
+    if not tensor.dtype.is_floating_point:
+        raise TypeError(f"{op}(): expected a floating point tensor, got {tensor.dtype.name}; "
+                        f"pass dtype=tensorplay.float32")
+    return tensor, _normalize_dim(dim, tensor.ndim)
+
+
+def _along(axis: int, zero_d: bool, rule):
+    def formula(xp, x):
+        if zero_d:
+            return rule(xp, x.reshape(1), 0).reshape(())
+        return rule(xp, x, axis)
+    return formula
+
+
+def _softmax_rule(xp, x, axis):
+    shifted = xp.exp(x - xp.amax(x, axis=axis, keepdims=True))
+    return shifted / xp.sum(shifted, axis=axis, keepdims=True)
+
+
+def _log_softmax_rule(xp, x, axis):
+    shifted = x - xp.amax(x, axis=axis, keepdims=True)
+    return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
+
+
+def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
+    tensor, axis = _softmax_input(op, input, dim, dtype)
+    if tensor.numel() == 0:
+        return tensor.clone()
+    hook = _hook(tensor, "softmax") if tensor.ndim else None
+    log = op == "log_softmax"
+    native = None if hook is None else (lambda x, out: hook(x, axis, out, log))
+    return _apply(op, [tensor], _along(axis, tensor.ndim == 0, rule), native=native)
+
+
+def softmax(input, dim: int, dtype=None) -> Tensor:
+    """``exp(x) / sum(exp(x))`` along ``dim``, computed stably (the maximum subtracted)."""
+    return _softmax("softmax", input, dim, dtype, _softmax_rule)
+
+
+def log_softmax(input, dim: int, dtype=None) -> Tensor:
+    """``x - logsumexp(x)`` along ``dim``, computed stably."""
+    return _softmax("log_softmax", input, dim, dtype, _log_softmax_rule)

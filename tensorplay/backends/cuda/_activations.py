@@ -1,0 +1,118 @@
+"""Softmax as three CuPy kernels for the cuda backend, whatever the dimension.
+
+The op layer (``_tensor/activations.py``) composes softmax from ``xp`` calls, which on CuPy would
+launch one kernel per call. Here :func:`softmax` ``(x, dim, out, log)`` is a
+``cupy.ReductionKernel`` for the row maximum, one for the sum of ``exp(x - max)``, and one
+``ElementwiseKernel`` that writes the result (log-softmax: ``x - max - log(sum)``). The
+elementwise activations (gelu, silu, sigmoid, erf) are raw kernels of ``_elementwise.py``.
+
+float16 computes in float32 and rounds once when stored; float64 computes in double. Kernels are
+built on first use per (kind, dtype) and compiled and loaded by CuPy on first use per device;
+that first call runs under relaxed capture mode (loading a module inside a global-mode capture is
+refused). The two small temporaries come from CuPy's allocator, which tensorplay routes into
+the graph's pool while a stream captures. Nothing here synchronizes the host.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import cupy
+import numpy as np
+
+from ._runtime import relaxed_capture_mode
+
+__all__ = ["softmax"]
+
+# per compute type: (C type, numpy name for kernel parameters, math functions, -inf literal)
+_DOUBLE = ("double", "float64", {"exp": "exp", "log": "log", "erf": "erf", "tanh": "tanh",
+                                 "fabs": "fabs", "fmax": "fmax"},
+           "-__longlong_as_double(0x7ff0000000000000LL)")
+_FLOAT = ("float", "float32", {"exp": "expf", "log": "logf", "erf": "erff", "tanh": "tanhf",
+                               "fabs": "fabsf", "fmax": "fmaxf"},
+          "-__int_as_float(0x7f800000)")
+_COMPUTE = {np.dtype(np.float16): _FLOAT, np.dtype(np.float32): _FLOAT,
+            np.dtype(np.float64): _DOUBLE}
+
+_kernels: dict[tuple, object] = {}
+_warm: set[tuple] = set()
+_lock = threading.Lock()
+
+
+def _check_dtype(dtype, what: str) -> None:
+    if dtype not in _COMPUTE:
+        raise TypeError(f"{what} needs a CuPy array of float16, float32 or float64, got {dtype}")
+
+
+def _build(key: tuple):
+    kind, dtype = key[0], key[-1]
+    ctype, cname, functions, minus_inf = _COMPUTE[dtype]
+    tag = f"{kind}_{dtype.char}"
+    if kind == "max":
+        return cupy.ReductionKernel("T x", f"{cname} m", f"({ctype})x",
+                                    f"{functions['fmax']}(a, b)", "m = a", minus_inf,
+                                    f"tp_softmax_max_{dtype.char}", reduce_type=ctype)
+    if kind == "sumexp":
+        return cupy.ReductionKernel(f"T x, {cname} m", f"{cname} s",
+                                    f"{functions['exp']}(({ctype})x - m)", "a + b", "s = a",
+                                    "0", f"tp_softmax_sum_{dtype.char}", reduce_type=ctype)
+    formula = (f"{functions['exp']}(({ctype})x - m) / s" if kind == "softmax" else
+               f"(({ctype})x - m) - {functions['log']}(s)")
+    return cupy.ElementwiseKernel(f"T x, {cname} m, {cname} s", "T y",
+                                  f"y = (T)({formula});", f"tp_{tag}")
+
+
+def _kernel(key: tuple):
+    kernel = _kernels.get(key)
+    if kernel is None:
+        with _lock:
+            kernel = _kernels.get(key)
+            if kernel is None:
+                kernel = _kernels[key] = _build(key)
+    return kernel
+
+
+def _check_pair(x, out, what: str) -> None:
+    if not isinstance(x, cupy.ndarray) or not isinstance(out, cupy.ndarray):
+        raise TypeError(f"{what} needs CuPy arrays, got {type(x).__name__} and "
+                        f"{type(out).__name__}")
+    if x.dtype != out.dtype or x.shape != out.shape:
+        raise ValueError(f"{what}: out must match x (got {out.dtype}{out.shape} for "
+                         f"{x.dtype}{x.shape})")
+
+
+def _run(keys: tuple, device_id: int, call) -> None:
+    """``call()`` now, under relaxed capture mode the first time ``keys`` run on the device
+    (where CuPy compiles and loads them)."""
+    warm = (keys, device_id)
+    if warm in _warm:
+        call()
+        return
+    with relaxed_capture_mode():
+        call()
+    _warm.add(warm)
+
+
+def softmax(x, dim: int, out, log: bool) -> None:
+    """``out[...] = softmax(x, dim)`` (``log``: log-softmax) in three kernels: the maximum and
+    the sum of ``exp(x - max)`` along ``dim`` (kept as size-1 dims, in the compute type), then
+    the result.
+
+    Raises:
+        ValueError: ``out`` of another dtype or shape; ``dim`` out of range for ``x``.
+        TypeError: arrays that are not CuPy arrays of float16/float32/float64.
+    """
+    _check_pair(x, out, "softmax")
+    _check_dtype(x.dtype, "softmax")
+    if not -x.ndim <= dim < max(x.ndim, 1) or x.ndim == 0:
+        raise ValueError(f"softmax: dim {dim} is out of range for {x.ndim} dimension(s)")
+    axis = dim % x.ndim
+    keys = (("max", x.dtype), ("sumexp", x.dtype),
+            ("log_softmax" if log else "softmax", x.dtype))
+    top, sumexp, finish = (_kernel(key) for key in keys)
+
+    def call() -> None:
+        peak = top(x, axis=axis, keepdims=True)
+        total = sumexp(x, peak, axis=axis, keepdims=True)
+        finish(x, peak, total, out)
+    _run(keys, x.device.id, call)

@@ -1,0 +1,213 @@
+"""The fast launch path for small elementwise ops and small sums on the cuda backend.
+
+Why: a ``cupy.add(a, b, out=c)`` costs about 9.3 us of host time per call on the H200 and a
+``cupy.RawKernel`` call about 5.6 us (64x64 float32), so tensorplay's eager op launches cached
+RawKernels for the common case (C-contiguous operands of the output's shape, or scalars) and
+leaves everything else to CuPy's ufuncs.
+
+- :func:`elementwise_kernel` gives a launcher per ``(op, compute, kinds, out)``: one kernel
+  (source from ``_elementwise_source.py``, where the semantics are written down) over a
+  grid-stride loop; the launcher does one dict lookup for the launch geometry of the size and
+  one RawKernel call.
+- :func:`sum_kernel` gives a single-block sum for ``n <= SUM_SMALL_LIMIT``.
+
+Both live in ``_kernels``'s one kernel cache. Each kernel is compiled and loaded on the current
+device when its launcher is made (under relaxed capture mode, so making one during a capture
+works); on another device the first launch loads it, which a global-mode capture refuses, so
+call :func:`ensure` for that device before capturing there. Launches go to CuPy's current stream
+of the current device, which tensorplay binds to its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import cupy
+import numpy as np
+
+from . import _elementwise_source as _source
+from . import _kernels
+
+__all__ = ["elementwise_kernel", "sum_kernel", "ensure", "SUM_SMALL_LIMIT", "BLOCK", "GRID_CAP"]
+
+SUM_SMALL_LIMIT = _source.SUM_SMALL_LIMIT   #: the most elements a :func:`sum_kernel` launcher takes
+BLOCK = 256      #: threads per block of the elementwise kernels
+GRID_CAP = 4096  #: most blocks per launch; the grid-stride loop covers the rest
+_SIZES_CAP = 4096   # launch geometries kept; the cache is cleared past this (sizes are few)
+
+_BLOCK = (BLOCK,)
+_UNSUPPORTED = "unsupported"   # cached for combinations with no kernel (None means "not made")
+_BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which _elementwise_source imports
+_sizes: dict[int, tuple[tuple[int], np.int64]] = {}
+_sum_sizes: dict[int, tuple[tuple[int], np.int64]] = {}
+_made: dict[Callable, tuple[tuple, Any]] = {}   # launcher -> (warm key, RawKernel), for ensure
+
+
+def _geometry(n: int) -> tuple[tuple[int], np.int64] | None:
+    """``((grid,), int64(n))`` for an elementwise launch over ``n`` elements, cached; None for 0."""
+    if n <= 0:
+        return None
+    if len(_sizes) >= _SIZES_CAP:
+        _sizes.clear()
+    entry = _sizes[n] = ((min(-(-n // BLOCK), GRID_CAP),), np.int64(n))
+    return entry
+
+
+def _sum_geometry(n: int) -> tuple[tuple[int], np.int64]:
+    """``((threads,), int64(n))`` of the single-block sum: more threads for more elements."""
+    if len(_sum_sizes) >= _SIZES_CAP:
+        _sum_sizes.clear()
+    threads = 256 if n <= 8192 else 512 if n <= 32768 else 1024
+    entry = _sum_sizes[n] = ((threads,), np.int64(n))
+    return entry
+
+
+def _current_device() -> int:
+    return cupy.cuda.runtime.getDevice()
+
+
+def _make(key: tuple, source: str | None, name: str, halves: bool):
+    """The compiled RawKernel for ``key`` (loaded on the current device), or _UNSUPPORTED."""
+    if source is None:
+        return _UNSUPPORTED
+    kernel = cupy.RawKernel(source, name)
+    try:
+        # the property compiles and loads the module for the current device
+        _kernels.warm(key, _current_device(), lambda: kernel.kernel)
+    except cupy.cuda.compiler.CompileException:
+        if not halves:   # a 32/64-bit kernel that does not compile is a bug: say so
+            raise
+        return _UNSUPPORTED   # float16/bfloat16 conversions this NVRTC refuses: CuPy's ufuncs
+    return kernel
+
+
+def _launcher(kernel, count: int) -> Callable:
+    """The per-arity launcher over ``kernel`` (no ``*args``: that costs a tuple per call)."""
+    get = _sizes.get
+    block = _BLOCK
+    launch: Callable[..., None]
+    if count == 1:
+        def launch(x, out):
+            entry = get(out.size) or _geometry(out.size)
+            if entry is not None:
+                kernel(entry[0], block, (x, out, entry[1]))
+    elif count == 2:
+        def launch(x, y, out):
+            entry = get(out.size) or _geometry(out.size)
+            if entry is not None:
+                kernel(entry[0], block, (x, y, out, entry[1]))
+    else:
+        def launch(c, x, y, out):
+            entry = get(out.size) or _geometry(out.size)
+            if entry is not None:
+                kernel(entry[0], block, (c, x, y, out, entry[1]))
+    return launch
+
+
+def _with_bf16_scalars(launch: Callable, positions: tuple[int, ...]) -> Callable:
+    """CuPy cannot pass a bfloat16 NumPy scalar as a kernel argument; its 16 bits can."""
+    def launch_bf16(*args):
+        args = list(args)
+        for k in positions:
+            args[k] = np.asarray(args[k], dtype=_BF16).view(np.uint16)[()]
+        launch(*args)
+    return launch_bf16
+
+
+def elementwise_kernel(op: str, compute: np.dtype, kinds: str, out: np.dtype) -> Callable | None:
+    """A launcher of one cached kernel computing ``out[i] = OP(operands...)``, or None.
+
+    Args:
+        op: an op of ``_elementwise_source.OPS`` (``add sub mul div maximum minimum eq ne lt le
+            gt ge logical_and logical_or neg abs exp log sqrt sin cos tanh sigmoid relu gelu
+            gelu_tanh silu erf where``), with PyTorch's semantics.
+        compute: the dtype of every operand (``where``'s condition excepted: a bool array) and of
+            the arithmetic (float16/bfloat16 compute in float32).
+        kinds: one letter per operand: ``"a"``, a C-contiguous CuPy array of ``compute`` dtype
+            and exactly the output's shape; ``"s"``, a NumPy scalar of exactly ``compute`` dtype
+            (another scalar type would be passed with the wrong width: not checked, for speed).
+        out: the dtype of the output array.
+
+    Returns:
+        ``fn(*operands, out_array)``: launches ONE kernel on CuPy's current stream (nothing for a
+        0-size ``out_array``, a C-contiguous CuPy array of dtype ``out``) and returns None. It
+        checks nothing. None when the combination has no kernel (unknown op, integer ``div``,
+        transcendental ops on integers, a store that is not one defined conversion, ...): the
+        caller uses CuPy's ufuncs then.
+
+    .. note:: The first call per signature compiles (NVRTC, cached on disk by CuPy) and loads the
+       kernel on the current device; use :func:`ensure` before capturing on another device.
+    """
+    key = ("ew", op, compute, kinds, out)
+    launch = _kernels._cache.get(key)
+    if launch is None:
+        launch = _kernels.cached(key, lambda: _build(op, compute, kinds, out))
+    return None if launch is _UNSUPPORTED else launch
+
+
+def _build(op: str, compute, kinds: str, out):
+    source = _source.kernel_source(op, compute, kinds, out)
+    if source is None:
+        return _UNSUPPORTED
+    compute, out = np.dtype(compute), np.dtype(out)
+    halves = bool({compute, out} & _source.HALF_DTYPES)
+    key = ("ew-kernel", op, compute, kinds, out)
+    kernel = _make(key, source, _source.kernel_name(op, compute, kinds, out), halves)
+    if kernel is _UNSUPPORTED:
+        return _UNSUPPORTED
+    launch = _launcher(kernel, len(kinds))
+    if compute == _BF16 and "s" in kinds:
+        launch = _with_bf16_scalars(launch, tuple(k for k, c in enumerate(kinds) if c == "s"))
+    _made[launch] = (key, kernel)
+    return launch
+
+
+def sum_kernel(compute: np.dtype, out: np.dtype) -> Callable | None:
+    """A launcher of the single-block sum of a ``compute`` array into a 0-d ``out`` array, or None.
+
+    Returns:
+        ``fn(x, out_array)``: ONE launch (one block) summing the C-contiguous CuPy array ``x``
+        into the 0-d CuPy array ``out_array`` of dtype ``out`` (0 for an empty ``x``), on CuPy's
+        current stream. ``x.size`` must be at most :data:`SUM_SMALL_LIMIT` (not checked: larger
+        sums are the caller's, through CuPy). Accumulates in float32 for float16, bfloat16 and
+        float32, float64 for float64, int64 (wrapping) for int32, int64 and bool. None when the
+        dtypes have no kernel (see ``_elementwise_source.sum_source``).
+
+    .. note:: Compiles and loads on the current device at the first call per signature, as
+       :func:`elementwise_kernel` does.
+    """
+    key = ("sum", compute, out)
+    launch = _kernels._cache.get(key)
+    if launch is None:
+        launch = _kernels.cached(key, lambda: _build_sum(compute, out))
+    return None if launch is _UNSUPPORTED else launch
+
+
+def _build_sum(compute, out):
+    source = _source.sum_source(compute, out)
+    if source is None:
+        return _UNSUPPORTED
+    compute, out = np.dtype(compute), np.dtype(out)
+    halves = bool({compute, out} & _source.HALF_DTYPES)
+    key = ("sum-kernel", compute, out)
+    kernel = _make(key, source, _source.SUM_NAME, halves)
+    if kernel is _UNSUPPORTED:
+        return _UNSUPPORTED
+    get = _sum_sizes.get
+    grid = (1,)
+
+    def launch(x, out_array):
+        entry = get(x.size) or _sum_geometry(x.size)
+        kernel(grid, entry[0], (x, out_array, entry[1]))
+
+    _made[launch] = (key, kernel)
+    return launch
+
+
+def ensure(launch: Callable, device_index: int) -> None:
+    """Compile and load ``launch``'s kernel (from :func:`elementwise_kernel` or
+    :func:`sum_kernel`) on ``device_index`` now, if not done yet: do this before capturing on a
+    device other than the one the launcher was made on."""
+    key, kernel = _made[launch]
+    _kernels.warm(key, device_index, lambda: kernel.kernel)

@@ -1,0 +1,306 @@
+"""CUDA source for the cuda backend's cached elementwise and small-sum kernels (pure Python).
+
+This module imports nothing from CuPy, so the generated text can be checked on any machine;
+``_elementwise.py`` compiles it (``cupy.RawKernel``) and launches it.
+
+What a kernel computes (PyTorch's semantics):
+
+- Every operand is loaded into the *compute* C type (``float`` for float16, bfloat16 and
+  float32, ``double`` for float64, ``int``/``long long`` for int32/int64, ``bool``), the op runs
+  there, and the result is converted once into the output's storage type.
+- float16 and bfloat16 go through ``unsigned short`` storage with explicit conversions (PTX
+  ``cvt`` for float16, round-to-nearest-even bit arithmetic for bfloat16), so the source needs
+  no ``cuda_fp16.h``/``cuda_bf16.h``: those headers need the CUDA toolkit's include path at
+  NVRTC time (and, since CUDA 12.2, the runtime headers too), which a pip-only install lacks.
+  ``backends/cuda/_linalg.py``'s GEMM loads float16 the same way.
+- Integer ``add sub mul neg abs`` wrap (computed in the unsigned type: signed overflow is
+  undefined behaviour in C++); integer division is not generated.
+- ``maximum``/``minimum`` (and ``relu``, which is ``maximum(x, 0)``) propagate NaN, as
+  ``torch.maximum`` does.
+- Each kernel is a grid-stride loop over a 64-bit index.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+__all__ = ["OPS", "SUM_SMALL_LIMIT", "SUM_NAME", "HALF_DTYPES", "kernel_source", "kernel_name",
+           "sum_source", "sum_accumulator", "result_dtype", "arity"]
+
+SUM_SMALL_LIMIT = 1 << 16   #: the most elements one single-block sum kernel is given
+
+_F16 = np.dtype(np.float16)
+_F32 = np.dtype(np.float32)
+_F64 = np.dtype(np.float64)
+_I32 = np.dtype(np.int32)
+_I64 = np.dtype(np.int64)
+_BOOL = np.dtype(np.bool_)
+_BF16 = np.dtype(ml_dtypes.bfloat16)
+_HALVES = frozenset((_F16, _BF16))
+HALF_DTYPES = _HALVES   #: float16 and bfloat16 (stored as 16 bits, computed in float)
+_FLOATS = _HALVES | {_F32, _F64}
+_INTS = frozenset((_I32, _I64))
+_NUMERIC = _FLOATS | _INTS
+_ALL = _NUMERIC | {_BOOL}
+
+# dtype -> (storage C type, compute C type, unsigned C type for wrapping integer arithmetic)
+_CTYPES = {_F32: ("float", "float", None), _F64: ("double", "double", None),
+           _I32: ("int", "int", "unsigned int"),
+           _I64: ("long long", "long long", "unsigned long long"),
+           _BOOL: ("bool", "bool", None)}
+for _half in _HALVES:
+    _CTYPES[_half] = ("unsigned short", "float", None)
+
+_HELPERS = r"""
+typedef long long tp_i64;
+__device__ __forceinline__ float tp_ld_f16(unsigned short h) {
+    float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f;
+}
+__device__ __forceinline__ unsigned short tp_st_f16(float f) {
+    unsigned short h; asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h;
+}
+__device__ __forceinline__ float tp_ld_bf16(unsigned short h) {
+    return __uint_as_float(((unsigned int)h) << 16);
+}
+__device__ __forceinline__ unsigned short tp_st_bf16(float f) {
+    unsigned int u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u);  // quiet NaN
+    u += 0x7fffu + ((u >> 16) & 1u);   // round to nearest, ties to even
+    return (unsigned short)(u >> 16);
+}
+"""
+
+# The expression of each op over the compute-typed locals a, b (c for where's condition).
+# {T}: compute C type, {U}: its unsigned type, {f}: "f" for float math functions, "" for double.
+_FLOAT_EXPR = {
+    "add": "a + b", "sub": "a - b", "mul": "a * b", "div": "a / b",
+    "maximum": "(a != a) ? a : ((b != b) ? b : fmax{f}(a, b))",
+    "minimum": "(a != a) ? a : ((b != b) ? b : fmin{f}(a, b))",
+    "neg": "-a", "abs": "fabs{f}(a)",
+    "exp": "exp{f}(a)", "log": "log{f}(a)", "sqrt": "sqrt{f}(a)", "sin": "sin{f}(a)",
+    "cos": "cos{f}(a)", "tanh": "tanh{f}(a)", "erf": "erf{f}(a)",
+    "sigmoid": "({T})1 / (({T})1 + exp{f}(-a))",
+    "relu": "(a != a) ? a : fmax{f}(a, ({T})0)",
+    "gelu": "({T})0.5 * a * (({T})1 + erf{f}(a * ({T})0.70710678118654752440))",
+    "gelu_tanh": "({T})0.5 * a * (({T})1 + tanh{f}(({T})0.79788456080286535588"
+                 " * (a + ({T})0.044715 * a * a * a)))",
+    "silu": "a / (({T})1 + exp{f}(-a))",
+}
+_INT_EXPR = {
+    "add": "({T})(({U})a + ({U})b)", "sub": "({T})(({U})a - ({U})b)",
+    "mul": "({T})(({U})a * ({U})b)",
+    "maximum": "(a > b) ? a : b", "minimum": "(a < b) ? a : b",
+    "neg": "({T})(({U})0 - ({U})a)", "abs": "(a < 0) ? ({T})(({U})0 - ({U})a) : a",
+    "relu": "(a > 0) ? a : ({T})0",
+}
+_ANY_EXPR = {   # every compute dtype, bool included; comparisons and logical ops give bool
+    "eq": "a == b", "ne": "a != b", "lt": "a < b", "le": "a <= b", "gt": "a > b", "ge": "a >= b",
+    "logical_and": "(a != ({T})0) && (b != ({T})0)",
+    "logical_or": "(a != ({T})0) || (b != ({T})0)",
+    "where": "c ? a : b",
+}
+_BOOL_RESULT = frozenset(("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or"))
+_ARITY = {op: 2 for op in ("add", "sub", "mul", "div", "maximum", "minimum", *_BOOL_RESULT)}
+_ARITY.update({op: 1 for op in ("neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh",
+                                 "erf", "sigmoid", "relu", "gelu", "gelu_tanh", "silu")})
+_ARITY["where"] = 3
+
+OPS = tuple(sorted(_ARITY))   #: every op name :func:`kernel_source` knows
+
+
+def arity(op: str) -> int | None:
+    """The operand count of ``op`` (3 for ``where``), or None for an unknown op."""
+    return _ARITY.get(op)
+
+
+def _expression(op: str, compute: np.dtype) -> str | None:
+    template: str | None
+    if op in _ANY_EXPR:
+        template = _ANY_EXPR[op]
+    elif compute in _FLOATS:
+        template = _FLOAT_EXPR.get(op)
+    elif compute in _INTS:
+        template = _INT_EXPR.get(op)
+    else:
+        template = None
+    if template is None:
+        return None
+    _, ctype, utype = _CTYPES[compute]
+    return template.format(T=ctype, U=utype, f="f" if ctype == "float" else "")
+
+
+def result_dtype(op: str, compute: np.dtype) -> np.dtype:
+    """The dtype ``op`` computes before the store: bool for comparisons and logical ops, else
+    ``compute``."""
+    return _BOOL if op in _BOOL_RESULT else np.dtype(compute)
+
+
+def _storable(result: np.dtype, out: np.dtype) -> bool:
+    """Whether the one store conversion ``result -> out`` is exact-or-rounded-once and defined:
+    float to any float (float64 only to float32/float64: no double rounding into 16 bits), int to
+    itself, int64 or float32/float64, bool to anything."""
+    if result == _BOOL:
+        return out in _ALL
+    if result in _INTS:
+        return out == result or out in (_I64, _F32, _F64)
+    if result == _F64:
+        return out in (_F32, _F64)
+    return out in _FLOATS
+
+
+def _load(dtype: np.dtype, expr: str) -> str:
+    if dtype == _F16:
+        return f"tp_ld_f16({expr})"
+    if dtype == _BF16:
+        return f"tp_ld_bf16({expr})"
+    return expr
+
+
+def _store(result: np.dtype, out: np.dtype, expr: str) -> str:
+    if out == _F16:
+        return f"tp_st_f16((float)({expr}))"
+    if out == _BF16:
+        return f"tp_st_bf16((float)({expr}))"
+    return f"({_CTYPES[out][0]})({expr})"
+
+
+def _normalize(*dtypes) -> tuple[np.dtype, ...] | None:
+    try:
+        return tuple(np.dtype(d) for d in dtypes)
+    except TypeError:
+        return None
+
+
+def kernel_name(op: str, compute, kinds: str, out) -> str:
+    """The ``extern "C"`` name of the kernel for this signature (readable in profiler traces)."""
+    return f"tp_ew_{op}_{np.dtype(compute).name}_{kinds}_{np.dtype(out).name}"
+
+
+def kernel_source(op: str, compute, kinds: str, out) -> str | None:
+    """The CUDA source of one elementwise kernel, or None when the combination is not supported.
+
+    Args:
+        op: one of :data:`OPS`.
+        compute: the dtype every operand has (``where``'s condition excepted, which is bool) and
+            the op computes in (float16/bfloat16 compute in float).
+        kinds: one letter per operand, ``"a"`` for a C-contiguous array of the output's shape,
+            ``"s"`` for a scalar passed by value (float16/bfloat16 scalars as their 16 bits).
+            ``where``'s condition must be ``"a"``.
+        out: the output array's dtype.
+
+    Returns:
+        Source defining ``extern "C" __global__ void NAME(operands..., OUT* out, long long n)``
+        with ``NAME = kernel_name(...)``: array operands are ``const STORAGE*``, scalars are
+        ``STORAGE`` by value. None for an unknown op, an unsupported compute or out dtype, a
+        kinds string of the wrong length or letters, or a store that is not one defined
+        conversion (see :func:`result_dtype`).
+    """
+    count = _ARITY.get(op)
+    dtypes = _normalize(compute, out)
+    if count is None or dtypes is None or not isinstance(kinds, str) or len(kinds) != count \
+            or set(kinds) - {"a", "s"}:
+        return None
+    compute, out = dtypes
+    if compute not in _ALL or out not in _ALL:
+        return None
+    expression = _expression(op, compute)
+    result = result_dtype(op, compute)
+    if expression is None or not _storable(result, out):
+        return None
+    operand_dtypes = [compute] * count
+    names = ["a", "b"][:count]
+    if op == "where":
+        if kinds[0] != "a":
+            return None
+        operand_dtypes[0] = _BOOL
+        names = ["c", "a", "b"]
+    params, hoisted, loaded = [], [], []
+    for k, (kind, dtype, name) in enumerate(zip(kinds, operand_dtypes, names)):
+        store_type, local_type, _ = _CTYPES[dtype]
+        if kind == "a":
+            params.append(f"const {store_type}* __restrict__ p{k}")
+            loaded.append(f"        const {local_type} {name} = {_load(dtype, f'p{k}[i]')};")
+        else:   # a scalar: converted once, before the loop
+            params.append(f"const {store_type} v{k}")
+            hoisted.append(f"    const {local_type} {name} = {_load(dtype, f'v{k}')};")
+    result_ctype = _CTYPES[result][1]
+    name = kernel_name(op, compute, kinds, out)
+    lines = [
+        _HELPERS,
+        f'extern "C" __global__ void {name}(',
+        f"        {', '.join(params)}, {_CTYPES[out][0]}* __restrict__ out, const tp_i64 n) {{",
+        *hoisted,
+        "    const tp_i64 stride = (tp_i64)gridDim.x * blockDim.x;",
+        "    for (tp_i64 i = (tp_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {",
+        *loaded,
+        f"        const {result_ctype} r = {expression};",
+        f"        out[i] = {_store(result, out, 'r')};",
+        "    }",
+        "}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def sum_accumulator(compute) -> np.dtype | None:
+    """The dtype :func:`sum_source` accumulates ``compute`` in (float32 for float16, bfloat16 and
+    float32; float64; int64 for int32, int64 and bool), or None when ``compute`` is not
+    supported."""
+    dtypes = _normalize(compute)
+    if dtypes is None or dtypes[0] not in _ALL:
+        return None
+    compute = dtypes[0]
+    if compute == _F64:
+        return _F64
+    return _F32 if compute in _FLOATS else _I64
+
+
+SUM_NAME = "tp_sum_small"   #: the ``extern "C"`` name of :func:`sum_source`'s kernel
+
+
+def sum_source(compute, out) -> str | None:
+    """The CUDA source of the single-block sum of ``n <= SUM_SMALL_LIMIT`` elements, or None.
+
+    The kernel ``tp_sum_small(const STORAGE* x, OUT* out, long long n)`` runs as ONE block of a
+    power-of-two thread count (at most 1024): each thread sums a strided share, then a
+    shared-memory tree reduces the block and thread 0 stores ``out[0]`` (0 when ``n == 0``).
+    Integer sums wrap (accumulated as unsigned 64-bit). None when ``compute`` is unsupported or
+    the accumulator cannot be stored into ``out`` by one defined conversion (float32 into any
+    float, float64 into float32/float64, int64 into int64/float32/float64).
+    """
+    dtypes = _normalize(compute, out)
+    if dtypes is None:
+        return None
+    compute, out = dtypes
+    acc = sum_accumulator(compute)
+    if acc is None or out not in _ALL or out == _BOOL or not _storable(acc, out):
+        return None
+    storage = _CTYPES[compute][0]
+    if acc == _I64:
+        acc_type, add = "unsigned long long", "s += (unsigned long long)v;"
+        final = "(long long)shared[0]"
+    else:
+        acc_type, add, final = _CTYPES[acc][1], "s += v;", "shared[0]"
+    load = _load(compute, "x[i]")
+    value_type = "long long" if acc == _I64 else acc_type
+    return "\n".join([
+        _HELPERS,
+        f'extern "C" __global__ void {SUM_NAME}(const {storage}* __restrict__ x, '
+        f"{_CTYPES[out][0]}* __restrict__ out, const tp_i64 n) {{",
+        f"    __shared__ {acc_type} shared[1024];",
+        f"    {acc_type} s = 0;",
+        "    for (tp_i64 i = threadIdx.x; i < n; i += blockDim.x) {",
+        f"        const {value_type} v = ({value_type}){load};",
+        f"        {add}",
+        "    }",
+        "    shared[threadIdx.x] = s;",
+        "    __syncthreads();",
+        "    for (unsigned int half = blockDim.x >> 1; half > 0; half >>= 1) {",
+        "        if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];",
+        "        __syncthreads();",
+        "    }",
+        f"    if (threadIdx.x == 0) out[0] = {_store(acc, out, final)};",
+        "}",
+        "",
+    ])

@@ -1,0 +1,112 @@
+"""The eager table: host cost per call of small-tensor ops in tensorplay and its peers.
+
+Each op runs on ``(64, 64)`` operands, small enough that the host's cost of issuing the call
+(argument checks, dispatch, allocation, the launch) dominates. A figure is the fastest of
+``repeats`` loops of ``calls`` calls back to back, with the device synchronized before the clock
+starts and the wait for it left outside the clock (:func:`.timing.best_host_cost`). Peers run the
+same op on the same values in the same run: CuPy and torch on a GPU, NumPy (host arrays)
+everywhere. On the simulated accelerator and the host, tensorplay's figures are host times of
+its own eager path, so a regression in it shows without a GPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import tensorplay as tp
+
+from . import peers
+from .timing import best_host_cost, sync
+
+SIZE = 64
+CALLS = 2000
+REPEATS = 5
+SHAPES = f"a, b, w: ({SIZE}, {SIZE}) float32; m: ({SIZE}, {SIZE}) bool"
+PEERS = ("cupy", "torch", "numpy")
+LABELS = {"tensorplay": "tensorplay", "cupy": "CuPy", "torch": "torch", "numpy": "NumPy"}
+
+
+def _arrays() -> dict:
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
+    return {"a": a, "b": rng.standard_normal((SIZE, SIZE), dtype=np.float32), "m": a > 0,
+            "w": rng.standard_normal((SIZE, SIZE), dtype=np.float32) * np.float32(SIZE ** -0.5)}
+
+
+def _tp_gelu():
+    """``tp.nn.functional.gelu`` where the package has it, else ``tp.gelu``."""
+    functional = getattr(getattr(tp, "nn", None), "functional", None)
+    return getattr(functional, "gelu", None) or tp.gelu
+
+
+def _tensorplay_ops(device: str, arrays: dict) -> dict:
+    a, b, m, w, acc = (tp.tensor(arrays[k], device=device) for k in ("a", "b", "m", "w", "a"))
+    gelu = _tp_gelu()
+    return {"a + b": lambda: a + b, "a.exp()": a.exp, "a.add_(1)": lambda: acc.add_(1),
+            "a.sum()": a.sum, "tp.where(m, a, b)": lambda: tp.where(m, a, b),
+            "gelu(a)": lambda: gelu(a), "a @ w": lambda: a @ w}
+
+
+def _ratio(ours: float | None, theirs: float | None) -> float | None:
+    return ours / theirs if ours and theirs else None
+
+
+def eager_table(device: str, calls: int = CALLS, repeats: int = REPEATS) -> dict:
+    """Run the table on ``device`` (``"cuda:0"``, ``"sim:0"``, ``"cpu"``) and return it as the
+    JSON ``bench`` writes under ``"eager"``: ``{"device", "calls", "repeats", "unit": "us",
+    "shapes", "notes", "ops": [{"op", "tensorplay", "cupy", "torch", "numpy", "tp/cupy",
+    "tp/torch", "tp/numpy"}, ...]}``; a peer's time (and its ratio) is None where that peer is
+    absent or lacks the op. Ratios are tensorplay's time over the peer's (below 1: faster)."""
+    arrays = _arrays()
+    impls = [("tensorplay", _tensorplay_ops(device, arrays), sync,
+              {"gelu(a)": f"tp.{'nn.functional.' if _tp_gelu() is not tp.gelu else ''}gelu"})]
+    impls += list(peers.eager_op_peers(arrays))
+    times: dict[str, dict[str, float | None]] = {}
+    for name, ops, peer_sync, _ in impls:
+        times[name] = {op: (best_host_cost(fn, peer_sync, calls, repeats) if fn else None)
+                       for op, fn in ops.items()}
+    rows = []
+    for op, ours in times["tensorplay"].items():
+        row = {"op": op, "tensorplay": ours}
+        row.update({peer: times.get(peer, {}).get(op) for peer in PEERS})
+        row.update({f"tp/{peer}": _ratio(ours, row[peer]) for peer in PEERS})
+        rows.append(row)
+    return {"device": device, "calls": calls, "repeats": repeats, "unit": "us", "shapes": SHAPES,
+            "notes": {name: notes for name, _, _, notes in impls}, "ops": rows}
+
+
+def _cell(value: float | None, unit: str) -> str:
+    if value is None or math.isnan(value):
+        return "n/a"
+    return f"{value:.2f}{unit}"
+
+
+def format_eager(table: dict) -> str:
+    """The eager table as text: one line per op, times in microseconds, then ratios."""
+    columns = ["tensorplay", *PEERS, *(f"tp/{peer}" for peer in PEERS)]
+    titles = [LABELS.get(c) or "tp/" + LABELS[c[3:]] for c in columns]
+    width = max(len("op"), *(len(op["op"]) for op in table["ops"])) + 2
+    lines = [f"eager ops on {table['device']}, host cost per call in us ({table['calls']} calls "
+             f"back to back, best of {table['repeats']}; {table['shapes']})",
+             f"{'op':<{width}}" + "".join(f"{title:>12}" for title in titles)]
+    lines.append("-" * len(lines[-1]))
+    for op in table["ops"]:
+        cells = [_cell(op.get(c), "x" if c.startswith("tp/") else "") for c in columns]
+        lines.append(f"{op['op']:<{width}}" + "".join(f"{cell:>12}" for cell in cells))
+    spelled = [f"{LABELS.get(name, name)} {op}: {how}" for name, notes in table["notes"].items()
+               for op, how in notes.items()]
+    if spelled:
+        lines.append("as called: " + "; ".join(spelled))
+    return "\n".join(lines)
+
+
+def plot_rows(table: dict) -> list[dict]:
+    """The table as benchmark rows ``{case, impl, us}`` (one case per op), for the plot."""
+    rows = []
+    for op in table["ops"]:
+        case = f"eager {op['op']}, host cost per call"
+        rows += [{"case": case, "impl": LABELS[name], "us": op[name]}
+                 for name in ("tensorplay", *PEERS) if op.get(name)]
+    return rows

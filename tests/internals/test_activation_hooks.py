@@ -1,0 +1,84 @@
+"""The optional backend hooks ``elementwise_kernel(op, compute, kinds, out)`` and
+``softmax(x, dim, out, log)``: where the device's backend has them (cuda: one raw kernel per
+activation, three for a softmax), gelu/silu/sigmoid/erf/where and (log_)softmax call them from
+their one launch; elsewhere they compose the formula. Checked here on sim with recording hooks,
+so the wiring is tested without a GPU."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from tensorplay._runtime import dispatch as _dispatch
+from tensorplay._tensor import elementwise as _elementwise
+
+pytestmark = pytest.mark.skipif(tp.accelerator.current_accelerator() is None,
+                                reason="hooks are looked up on the accelerator backend")
+
+
+@pytest.fixture
+def calls(monkeypatch):
+    backend = _dispatch.backend_of(tp.device(tp.accelerator.current_accelerator().type, 0))
+    seen = []
+
+    def elementwise_kernel(op, compute, kinds, out):
+        if op not in ("gelu", "gelu_tanh", "silu", "sigmoid", "erf"):
+            return None
+
+        def launch(x, out_array):
+            seen.append((op, x.dtype, out_array.shape))
+            out_array[...] = 7
+        return launch
+
+    def softmax(x, dim, out, log):
+        seen.append(("log_softmax" if log else "softmax", dim, out.shape))
+        out[...] = -1 if log else 0.5
+
+    monkeypatch.setattr(backend, "elementwise_kernel", elementwise_kernel, raising=False)
+    monkeypatch.setattr(backend, "softmax", softmax, raising=False)
+    _elementwise._plans.clear()   # plans keep the kernel a hook gave: Note [elementwise plans]
+    yield seen
+    _elementwise._plans.clear()
+
+
+def _dev():
+    return tp.accelerator.current_accelerator().type
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda x: tp.gelu(x), "gelu"), (lambda x: tp.gelu(x, approximate="tanh"), "gelu_tanh"),
+    (tp.silu, "silu"), (tp.sigmoid, "sigmoid"), (tp.erf, "erf"),
+    (lambda x: x.sigmoid_(), "sigmoid"), (lambda x: x.erf_(), "erf")])
+def test_activation_calls_the_backend_kernel(calls, call, name):
+    x = tp.tensor([[-1.0, 0.5], [2.0, 3.0]], dtype=tp.float16, device=_dev())
+    y = call(x)
+    assert y.tolist() == [[7.0, 7.0], [7.0, 7.0]] and y.dtype is tp.float16
+    assert calls == [(name, np.float16, (2, 2))]
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_calls_the_backend_kernel_with_the_dim(calls, log):
+    x = tp.ones(2, 3, device=_dev())
+    y = (tp.log_softmax if log else tp.softmax)(x, dim=-1)
+    assert y.tolist() == [[-1.0 if log else 0.5] * 3] * 2
+    assert calls == [("log_softmax" if log else "softmax", 1, (2, 3))]
+
+
+def test_integer_input_and_0d_softmax_compose_the_formula(calls):
+    dev = _dev()
+    y = tp.sigmoid(tp.tensor([0, 1], device=dev))   # int64 in, float32 out: no kernel for it
+    assert y.dtype is tp.float32 and abs(y[0].item() - 0.5) < 1e-7
+    assert tp.softmax(tp.tensor(3.0, device=dev), 0).item() == 1.0
+    assert calls == []
+
+
+def test_without_hooks_the_composed_formulas_run():
+    x = tp.tensor([-2.0, 0.0, 1.5], device=_dev())
+    gelu = tp.gelu(x).cpu().numpy()
+    ref = np.array([v * 0.5 * (1 + math.erf(v / 2 ** 0.5)) for v in (-2, 0, 1.5)])
+    np.testing.assert_allclose(gelu, ref, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(tp.softmax(x, 0).cpu().numpy(),
+                               np.exp([-2, 0, 1.5]) / np.exp([-2, 0, 1.5]).sum(), rtol=1e-6)

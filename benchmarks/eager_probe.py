@@ -146,3 +146,54 @@ if __name__ == "__main__":
             part()
         except Exception as exc:  # noqa: BLE001
             print(f"{part.__name__} failed: {type(exc).__name__}: {exc}")
+
+
+def tensorplay_parts():
+    """Where a tensorplay eager op's host time goes: its pieces timed alone, then cProfile."""
+    import cProfile
+    import pstats
+
+    import tensorplay as tp
+    from tensorplay._runtime import dispatch, state
+    from tensorplay._runtime.allocator import device_allocator
+    from tensorplay._tensor.tensor import Tensor
+
+    sync = tp.accelerator.synchronize
+    dev = tp.device("cuda:0")
+    a = tp.ones(64, 64, device=dev)
+    b = tp.ones(64, 64, device=dev)
+    stream = state.current_native_stream(0)
+    allocator = device_allocator(0)
+    backend = dispatch.backend_of(dev)
+    block = allocator.malloc(16384, stream)
+    arr = dispatch.empty(dev, (64, 64), tp.float32)
+    fast = backend.elementwise_kernel("add", np.dtype(np.float32), "aa", np.dtype(np.float32))
+
+    def noop():
+        pass
+    cases = {
+        "part: allocator malloc+release": lambda: allocator.malloc(16384, stream).release(),
+        "part: backend.as_array": lambda: backend.as_array(
+            0, block.ptr, 16384, np.float32, (64, 64), (256, 4), block),
+        "part: dispatch.empty (+ free)": lambda: dispatch.empty(dev, (64, 64), tp.float32),
+        "part: Tensor._make": lambda: Tensor._make(arr, dev, tp.float32),
+        "part: dispatch.launch(noop)": lambda: dispatch.launch(dev, noop),
+        "part: raw add launcher": lambda: fast(a._data, b._data, arr),
+        "full: tp a + b": lambda: a + b,
+    }
+    for name, fn in cases.items():
+        report(name, per_call(fn, sync))
+    profile = cProfile.Profile()
+    profile.enable()
+    for _ in range(20000):
+        a + b
+    profile.disable()
+    sync()
+    pstats.Stats(profile).sort_stats("tottime").print_stats(22)
+
+
+if __name__ == "__main__":
+    try:
+        tensorplay_parts()
+    except Exception as exc:  # noqa: BLE001
+        print(f"tensorplay_parts failed: {type(exc).__name__}: {exc}")

@@ -251,9 +251,15 @@ def test_bench_from_json_reprints_a_saved_run_with_aligned_columns(tmp_path):
     header, *table = result.stdout.splitlines()
     assert "NVIDIA H200" in header
     with open(SAVED_RUN) as handle:
-        rows = json.load(handle)["rows"]
-    body = table[2:]
+        saved = json.load(handle)
+    rows = saved["rows"]
+    body = table[2:table.index("")] if "" in table else table[2:]
     assert len(body) == len(rows)
+    if "eager" in saved:   # the eager table follows, one line per op
+        eager = table[table.index("") + 1:]
+        assert eager[0].startswith("eager ops on")
+        for op in saved["eager"]["ops"]:
+            assert any(line.startswith(op["op"]) for line in eager), op
     # every ratio ends in the same column, whatever the length of the implementation's name
     ends = {line.index("x", len(table[0]) - 3) for line in body}
     assert len(ends) == 1, table

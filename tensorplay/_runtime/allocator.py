@@ -80,6 +80,16 @@ Cited by ``accelerator/graphs.py`` and the backends.
   never frees memory a live tensor (a graph output) still uses.
 - Graphs sharing a pool may reuse each other's freed blocks (a later capture may place its
   tensors in an earlier graph's temporaries), so they must replay in capture order.
+
+Note [statistics log]
+---------------------
+The statistics are PyTorch's: per pool class and in all, current, peak, and the sums of
+increases and decreases of each. Updating them in Python on every malloc and free costs more than
+the rest of the fast path, so the fast paths (``_mark_taken``, ``_free_block``) only extend a flat
+log with their deltas, and :meth:`_fold_stats` applies a batch at once with NumPy (a peak is the
+running maximum of the prefix sums, exactly what updating after each change gives). Every reader
+of the statistics, and the slow path's ``_count`` before it changes them, folds first, under
+the allocator lock; the log is also folded when it grows past ``_LOG_FOLD`` ints.
 """
 
 from __future__ import annotations
@@ -90,6 +100,8 @@ import operator
 import sys
 import threading
 from typing import Any
+
+import numpy as np
 
 from .._errors import OutOfMemoryError
 from .device import check_index
@@ -111,6 +123,8 @@ _STAT_NAMES = ("allocated_bytes", "reserved_bytes", "active_bytes", "inactive_sp
 # blocks whose frees wait on events, which this allocator does not have).
 _ALLOCATION, _ALLOCATED, _REQUESTED, _SPLIT, _SPLIT_BYTES, _SEGMENT, _RESERVED = range(7)
 _NSTATS = 7
+_LOGGED = 5            # allocation, allocated, requested, split, split bytes: the hot paths'
+_LOG_FOLD = 6 * 2048   # fold the statistics log when it holds this many ints
 _STAT_INDEX = {"allocation": _ALLOCATION, "active": _ALLOCATION, "allocated_bytes": _ALLOCATED,
                "active_bytes": _ALLOCATED, "requested_bytes": _REQUESTED,
                "inactive_split": _SPLIT, "inactive_split_bytes": _SPLIT_BYTES,
@@ -313,6 +327,9 @@ class CachingAllocator:
         self._down = [0] * (2 * _NSTATS)     # PyTorch's "freed": the sum of decreases
         self._total = [0] * _NSTATS
         self._total_peak = [0] * _NSTATS
+        #: changes of the hot paths not yet applied: flat runs of (pool class base, deltas of
+        #: the first _LOGGED statistics) (Note [statistics log])
+        self._stat_log: list[int] = []
         self._counters = dict.fromkeys(_COUNTERS, 0)
         self._held = _Held(self, False)
         self._held_releasing = _Held(self, True)
@@ -521,6 +538,7 @@ class CachingAllocator:
             cache_text = (" Cached memory was not released: this malloc is nested inside another "
                           "allocator call on this thread.")
             advice = "Free tensors, call empty_cache(), or reduce the batch."
+        self._fold_stats()
         pooled = sum(segment.size for pool in self._pools.values() if pool.is_live
                      for segment in pool.segments.values())
         pool_text = ""
@@ -582,23 +600,11 @@ class CachingAllocator:
         segment.used += size
         block.allocated = True
         block.requested = nbytes
-        # _count's loop, inlined: this runs on every malloc (the eager hot path).
-        base = 0 if segment.is_small else _NSTATS
-        current, total = self._current, self._total
-        for i, delta in ((_ALLOCATION, 1), (_ALLOCATED, size), (_REQUESTED, nbytes),
-                         (_SPLIT, split), (_SPLIT_BYTES, split_bytes)):
-            if delta:
-                j = base + i
-                current[j] += delta
-                total[i] += delta
-                if delta > 0:
-                    self._up[j] += delta
-                    if current[j] > self._peak[j]:
-                        self._peak[j] = current[j]
-                    if total[i] > self._total_peak[i]:
-                        self._total_peak[i] = total[i]
-                else:
-                    self._down[j] -= delta
+        # the eager hot path: logged, folded later (Note [statistics log])
+        log = self._stat_log
+        log.extend((0 if segment.is_small else _NSTATS, 1, size, nbytes, split, split_bytes))
+        if len(log) >= _LOG_FOLD:
+            self._fold_stats()
 
     def _free_block(self, block: _Block) -> None:
         """Free an allocated block and count it (Note [parked blocks]): a default-pool block is
@@ -630,23 +636,12 @@ class CachingAllocator:
             self._coalesce(block)
             if not pool.is_live and not segment.used:
                 self._dead_dirty = True
-        # _count's loop, inlined: this runs on every free (the eager hot path).
-        base = 0 if segment.is_small else _NSTATS
-        current, total = self._current, self._total
-        for i, delta in ((_ALLOCATION, -1), (_ALLOCATED, -size), (_REQUESTED, -requested),
-                         (_SPLIT, split), (_SPLIT_BYTES, split_bytes)):
-            if delta:
-                j = base + i
-                current[j] += delta
-                total[i] += delta
-                if delta > 0:
-                    self._up[j] += delta
-                    if current[j] > self._peak[j]:
-                        self._peak[j] = current[j]
-                    if total[i] > self._total_peak[i]:
-                        self._total_peak[i] = total[i]
-                else:
-                    self._down[j] -= delta
+        # the eager hot path: logged, folded later (Note [statistics log])
+        log = self._stat_log
+        log.extend((0 if segment.is_small else _NSTATS, -1, -size, -requested, split,
+                    split_bytes))
+        if len(log) >= _LOG_FOLD:
+            self._fold_stats()
 
     def _coalesce(self, block: _Block) -> None:
         """List an unlisted free block merged with every free neighbour (all listed)."""
@@ -680,6 +675,8 @@ class CachingAllocator:
 
     def _count(self, small: bool, changes: tuple[tuple[int, int], ...]) -> None:
         """Apply ``(statistic index, delta)`` changes to one pool class's statistics."""
+        if self._stat_log:
+            self._fold_stats()   # the log's changes came first
         base = 0 if small else _NSTATS
         current, total = self._current, self._total
         for i, delta in changes:
@@ -695,6 +692,32 @@ class CachingAllocator:
                         self._total_peak[i] = total[i]
                 else:
                     self._down[j] -= delta
+
+    def _fold_stats(self) -> None:
+        """Apply the logged changes of the hot paths to the statistics (Note [statistics
+        log]), with the allocator lock held or from a reader that takes it."""
+        log = self._stat_log
+        if not log:
+            return
+        entries = np.array(log, dtype=np.int64).reshape(-1, 1 + _LOGGED)
+        log.clear()
+        bases = entries[:, 0]
+        current, peak, up, down = self._current, self._peak, self._up, self._down
+        for i in range(_LOGGED):
+            column = entries[:, 1 + i]
+            running = np.cumsum(column)
+            self._total_peak[i] = max(self._total_peak[i], self._total[i] + int(running.max()))
+            self._total[i] += int(running[-1])
+            for base in (0, _NSTATS):
+                deltas = column[bases == base]
+                if not deltas.size:
+                    continue
+                j = base + i
+                running = np.cumsum(deltas)
+                peak[j] = max(peak[j], current[j] + int(running.max()))
+                current[j] += int(running[-1])
+                up[j] += int(deltas[deltas > 0].sum())
+                down[j] -= int(deltas[deltas < 0].sum())
 
     # -- releasing segments ---------------------------------------------------------------
     def _release_segments(self, segments: list[_Segment]) -> None:
@@ -852,6 +875,7 @@ class CachingAllocator:
         """PyTorch-named statistics, keys sorted: ``<stat>.<all|small_pool|large_pool>.
         <current|peak|allocated|freed>`` plus the ``num_*`` counters and ``max_split_size``."""
         with self._held:
+            self._fold_stats()
             current, peak, up, down = self._current, self._peak, self._up, self._down
             result = {"max_split_size": -1, **self._counters}
             for name in _STAT_NAMES:
@@ -870,33 +894,39 @@ class CachingAllocator:
     def reset_peak_memory_stats(self) -> None:
         """Set every peak to its current value."""
         with self._held:
+            self._fold_stats()
             self._peak[:] = self._current
             self._total_peak[:] = self._total
 
     def reset_accumulated_memory_stats(self) -> None:
         """Zero the ``allocated``/``freed`` accumulators and the ``num_*`` counters."""
         with self._held:
+            self._fold_stats()
             self._up[:] = self._down[:] = [0] * (2 * _NSTATS)
             self._counters = dict.fromkeys(_COUNTERS, 0)
 
     def memory_allocated(self) -> int:
         """Bytes of live blocks (rounded sizes)."""
         with self._held:
+            self._fold_stats()
             return self._total[_ALLOCATED]
 
     def memory_reserved(self) -> int:
         """Bytes of segments held from the device."""
         with self._held:
+            self._fold_stats()
             return self._total[_RESERVED]
 
     def max_memory_allocated(self) -> int:
         """Peak of :meth:`memory_allocated` since creation or the last peak reset."""
         with self._held:
+            self._fold_stats()
             return self._total_peak[_ALLOCATED]
 
     def max_memory_reserved(self) -> int:
         """Peak of :meth:`memory_reserved` since creation or the last peak reset."""
         with self._held:
+            self._fold_stats()
             return self._total_peak[_RESERVED]
 
     def __repr__(self) -> str:
@@ -906,6 +936,10 @@ class CachingAllocator:
 
 _allocators: dict[int, CachingAllocator] = {}
 _allocators_lock = threading.Lock()
+
+
+#: device index -> its allocator, once made (``dispatch.empty`` reads it first: the hot path)
+allocators = _allocators
 
 
 def device_allocator(index: int) -> CachingAllocator:

@@ -27,7 +27,7 @@ import numpy as np
 
 from .. import _dtype
 from . import state as _state
-from .allocator import device_allocator
+from .allocator import allocators as _allocators, device_allocator
 from .device import device as _device_cls
 from ..backends import capability, hook
 from .select import _selection
@@ -111,7 +111,7 @@ def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype) -> A
     except KeyError:
         stream = _state.current_native_stream(index)
     nbytes = math.prod(shape) * dtype.itemsize or 1
-    allocation = device_allocator(index).malloc(nbytes, stream)
+    allocation = (_allocators.get(index) or device_allocator(index)).malloc(nbytes, stream)
     strides = _strides.get((shape, dtype.itemsize)) or c_strides(shape, dtype.itemsize)
     return _selection.accelerator.as_array(  # type: ignore[union-attr]
         index, allocation.ptr, nbytes, dtype.numpy, shape, strides, allocation)

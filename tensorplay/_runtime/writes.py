@@ -28,8 +28,11 @@ launched there is scanned (:func:`referenced_ranges`) for the device memory it r
 scan is conservative: an object it cannot see into (a fused kernel object, a backend method), too
 many objects, or a graph replayed inside the body means "may write anything".
 ``end_capture_to_conditional_node()`` refuses the body only when every piece of work was seen
-through and none references the predicate's bytes. The scan uses only the backend protocol
-(``xp`` and ``array_ptr``), so every backend refuses the same bodies. Tensors are recognised by
+through and none references the predicate's bytes. A callable (or the object of a bound method)
+with the attribute ``tp_arguments_only = True`` touches only the memory it is called with (a
+backend's kernel launcher, an elementwise plan): the scan skips its insides and looks at the
+arguments the kernel passes it. The scan uses only the backend protocol (``xp`` and
+``array_ptr``), so every backend refuses the same bodies. Tensors are recognised by
 their layout (:func:`is_tensor`), as this floor knows no Tensor class.
 """
 
@@ -203,6 +206,9 @@ def referenced_ranges(kernel, backend) -> list[tuple[int, int]] | None:
             continue
         elif is_tensor(item):
             pending.append(item._data)
+        elif getattr(item, "tp_arguments_only", False) or getattr(
+                getattr(item, "__self__", None), "tp_arguments_only", False):
+            continue
         elif isinstance(item, types.FunctionType):
             pending.extend(_cell_values(item.__closure__ or ()))
             pending.extend(item.__defaults__ or ())

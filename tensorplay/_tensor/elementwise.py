@@ -116,7 +116,7 @@ def _shape_of(value):
 # (wrapped as PyTorch casts do), the host's integer division by zero, and ``pow``'s negative
 # integer exponent (``pow`` with a number operand is never cached). Devices enter keys by id:
 # they are canonical objects (``_runtime.device.resolve``) whose Python ``__hash__`` would cost
-# a call per lookup; ``binary`` and ``unary`` build their keys inline for the same reason.
+# a call per lookup.
 
 #: a plan per signature; cleared when it grows past _PLAN_LIMIT (shapes that never repeat)
 _plans: dict = {}
@@ -130,7 +130,10 @@ _ARRAY, _ITEM, _RAW, _CAST = 0, 1, 2, 3
 class _Plan:
     __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
                  "mixed", "ufunc", "kwargs", "fast", "check_divisor", "checks_out", "xp",
-                 "formula", "scalar_type")
+                 "formula", "scalar_type", "arrays_only")
+    #: a plan holds no device memory: its kernels touch only their arguments (Note [write
+    #: records] in ``_runtime/writes.py``)
+    tp_arguments_only = True
 
     def _run_kernel(self, arrays, out_array) -> None:
         compute_np = self.compute_np
@@ -139,7 +142,7 @@ class _Plan:
             out_array[...] = self.formula(xp, *[_cast(a, compute_np, xp) for a in arrays])
             return
         self.ufunc(*[a.astype(compute_np) if getattr(a, "dtype", compute_np) != compute_np
-                     else a for a in arrays], out=out_array, casting="unsafe", **self.kwargs)
+                     else a for a in arrays], out=out_array, **self.kwargs)
 
 
 def _signature(value):
@@ -189,7 +192,7 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
     else:
         plan.ufunc = getattr(xp, ufunc_name) if type(ufunc_name) is str else \
             functools.partial(ufunc_name, xp)
-    plan.kwargs = extra_kwargs or {}
+    plan.kwargs = {"casting": "unsafe", **(extra_kwargs or {})}
     plan.check_divisor = op in INTEGER_DIVISIONS and device.type == "cpu"
     plan.checks_out = out is not None
     kinds, limits, value_dtypes = [], [], []
@@ -213,6 +216,7 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
             value_dtypes.append(compute.numpy)
             limits.append(_weak_scalar_limits(type(value), compute))
     plan.kinds, plan.limits = tuple(kinds), tuple(limits)
+    plan.arrays_only = all(k == _ARRAY for k in kinds)
     plan.mixed = not all(d == compute.numpy for d in value_dtypes)
     plan.fast = None
     plan.scalar_type = compute.numpy.type
@@ -228,7 +232,7 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
             plan.fast = _backend_kernel(device, native, result, kinds, operands, shape, out,
                                         result)
             plan.scalar_type = result.numpy.type
-    elif not plan.mixed and arrays_match and not plan.kwargs and type(ufunc_name) is str:
+    elif not plan.mixed and arrays_match and not extra_kwargs and type(ufunc_name) is str:
         plan.fast = _backend_kernel(device, op, compute, kinds, operands, shape, out, result)
     return plan
 
@@ -271,6 +275,44 @@ def _execute(plan: _Plan, operands, out):
     """Launch ``plan`` over these operand values (Note [elementwise plans])."""
     device = plan.device
     values = []
+    if plan.arrays_only:   # the common case: tensors on the op's device
+        for value in operands:
+            if value._guard is not None:
+                value._check_guard()
+            values.append(value._data)
+    else:
+        _operand_values(plan, operands, values)
+    if plan.check_divisor:
+        check_host_divisor(plan.op, plan.compute, values[1])
+    if out is None:
+        out_array = _dispatch.empty(device, plan.shape, plan.result)
+        out = Tensor._make(out_array, device, plan.result)
+    else:
+        if out._guard is not None:
+            out._check_guard()
+        if _writes.active:   # every write into an existing tensor is noted: Note [write records]
+            _writes.note(out)
+        out_array = out._data
+    fast = plan.fast
+    if fast is not None:
+        if plan.arrays_only:
+            kernel = functools.partial(fast, *values, out_array)
+        else:
+            kernel = functools.partial(_fast_kernel, fast, plan.scalar_type, plan.kinds, values,
+                                       out_array)
+    elif plan.mixed:
+        kernel = functools.partial(plan._run_kernel, values, out_array)
+    else:
+        kernel = functools.partial(plan.ufunc, *values, out=out_array, **plan.kwargs)
+    kernel.__name__ = plan.op
+    if plan.formula is not None:
+        kernel.tp_attrs = {"shape": plan.shape}
+    _dispatch.launch(device, kernel)
+    return out
+
+
+def _operand_values(plan: _Plan, operands, values: list) -> None:
+    """Append the value a kernel reads for each operand (Note [elementwise plans])."""
     for kind, value, limits in zip(plan.kinds, operands, plan.limits):
         if kind is _ARRAY:
             if value._guard is not None:
@@ -288,31 +330,6 @@ def _execute(plan: _Plan, operands, out):
                           else _cast(item, plan.compute_np, None))
         else:
             values.append(value)
-    if plan.check_divisor:
-        check_host_divisor(plan.op, plan.compute, values[1])
-    if out is None:
-        out_array = _dispatch.empty(device, plan.shape, plan.result)
-        out = Tensor._make(out_array, device, plan.result)
-    else:
-        if out._guard is not None:
-            out._check_guard()
-        if _writes.active:   # every write into an existing tensor is noted: Note [write records]
-            _writes.note(out)
-        out_array = out._data
-    fast = plan.fast
-    if fast is not None:
-        kernel = functools.partial(_fast_kernel, fast, plan.scalar_type, plan.kinds, values,
-                                   out_array)
-    elif plan.mixed:
-        kernel = functools.partial(plan._run_kernel, values, out_array)
-    else:
-        kernel = functools.partial(plan.ufunc, *values, out=out_array, casting="unsafe",
-                                   **plan.kwargs)
-    kernel.__name__ = plan.op
-    if plan.formula is not None:
-        kernel.tp_attrs = {"shape": plan.shape}
-    _dispatch.launch(device, kernel)
-    return out
 
 
 def _fast_kernel(fast, scalar_type, kinds, values, out_array) -> None:
@@ -417,19 +434,7 @@ def _binary_call(op: str, a, b):
 
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     """``a op b`` by PyTorch's promotion and broadcasting, into ``out`` when given."""
-    kind = type(a)
-    if kind is Tensor:
-        data = a._data
-        key_a = (a._dtype, id(a._device), data.shape, data.strides)
-    else:
-        key_a = kind if kind in _CACHEABLE_SCALARS else None
-    kind = type(b)
-    if kind is Tensor:
-        data = b._data
-        key_b = (b._dtype, id(b._device), data.shape, data.strides)
-    else:
-        key_b = kind if kind in _CACHEABLE_SCALARS else None
-    key = (op, key_a, key_b, () if out is None else _out_signature(out))
+    key = (op, _signature(a), _signature(b), () if out is None else _out_signature(out))
     plan = _plans.get(key)
     if plan is None:
         ufunc, result, compute = _binary_call(op, a, b)
@@ -463,12 +468,7 @@ _UNARY = {
 
 def unary(op: str, a, out: Tensor | None = None) -> Tensor:
     """``op(a)`` (``_UNARY`` names), into ``out`` when given."""
-    if type(a) is Tensor:
-        data = a._data
-        key = (op, (a._dtype, id(a._device), data.shape, data.strides),
-               () if out is None else _out_signature(out))
-    else:
-        key = (op, _signature(a), ())
+    key = (op, _signature(a), () if out is None else _out_signature(out))
     plan = _plans.get(key)
     if plan is None:
         if op in ("floor", "ceil", "round", "trunc") and isinstance(a, Tensor) and \

@@ -7,12 +7,14 @@ too), computing float16/bfloat16 in float32 and rounding once.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
 from . import elementwise as _ops
-from .join import _result, _tensor_arg
+from .join import _tensor_arg
 from .reductions import _accumulate
 from .tensor import Tensor
 
@@ -47,21 +49,45 @@ def _matmul_shape(a_shape, b_shape) -> tuple[int, ...]:
     return batch + a2[-2:-1] * (len(a_shape) > 1) + b2[-1:] * (len(b_shape) > 1)
 
 
-def _launch_matmul(op: str, a: Tensor, b: Tensor, shape) -> Tensor:
-    device = _ops._operand_device([a, b], op)
-    out, result = _result(op, device, shape, a.dtype, None)
-    compute = _accumulate(a.dtype).numpy
-    left, right = a._data, b._data
-    matmul = _dispatch.matmul_of(device)
-    exact = compute == a.dtype.numpy
+class _ProductPlan:
+    """What a product over one pair of operand signatures decides before it launches (as Note
+    [elementwise plans] in ``elementwise.py``)."""
 
-    def kernel():
-        if exact:
-            matmul(left, right, out=out)
-        else:
-            out[...] = matmul(left.astype(compute), right.astype(compute))
-    _dispatch.launch(device, _dispatch.named(op, kernel, shape=tuple(shape)))
-    return result
+    __slots__ = ("op", "device", "shape", "dtype", "compute", "exact", "matmul")
+
+
+_plans: dict = {}
+
+
+def _plan_product(op: str, a: Tensor, b: Tensor, shape) -> _ProductPlan:
+    plan = _ProductPlan()
+    plan.op, plan.shape, plan.dtype = op, tuple(shape), a.dtype
+    plan.device = _ops._operand_device([a, b], op)
+    _dispatch.check_dtype_supported(plan.device, a.dtype)
+    plan.compute = _accumulate(a.dtype).numpy
+    plan.exact = plan.compute == a.dtype.numpy
+    plan.matmul = _dispatch.matmul_of(plan.device)
+    return plan
+
+
+def _launch_matmul(op: str, a: Tensor, b: Tensor, shape, plan=None) -> Tensor:
+    if plan is None:
+        plan = _plan_product(op, a, b, shape)
+    device = plan.device
+    out = _dispatch.empty(device, plan.shape, plan.dtype)
+    left, right = a._data, b._data
+    if plan.exact:
+        kernel = functools.partial(plan.matmul, left, right, out=out)
+    else:
+        kernel = functools.partial(_widened_product, plan.matmul, plan.compute, left, right, out)
+    kernel.__name__ = op
+    kernel.tp_attrs = {"shape": plan.shape}
+    _dispatch.launch(device, kernel)
+    return Tensor._make(out, device, plan.dtype)
+
+
+def _widened_product(matmul, compute, left, right, out) -> None:
+    out[...] = matmul(left.astype(compute), right.astype(compute))
 
 
 def matmul(input, other) -> Tensor:
@@ -72,6 +98,17 @@ def matmul(input, other) -> Tensor:
         RuntimeError: for 0-d operands, mismatched inner sizes or batch shapes (naming both
             shapes), or operands of different dtypes.
     """
+    if type(input) is Tensor and type(other) is Tensor and input._guard is None and \
+            other._guard is None:
+        key = (_ops._signature(input), _ops._signature(other))
+        plan = _plans.get(key)
+        if plan is None:
+            _same_dtype("matmul", input, other)
+            plan = _plan_product("matmul", input, other, _matmul_shape(input.shape, other.shape))
+            if len(_plans) >= 1024:
+                _plans.clear()
+            _plans[key] = plan
+        return _launch_matmul("matmul", input, other, None, plan)
     a, b = _tensor_arg(input, "matmul", "input"), _tensor_arg(other, "matmul", "other")
     _same_dtype("matmul", a, b)
     return _launch_matmul("matmul", a, b, _matmul_shape(a.shape, b.shape))

@@ -139,9 +139,14 @@ def _copy_from_host(dst: Tensor, host: np.ndarray) -> None:
     native = _state.current_native_stream(dst.device.index)
     _capture.check_capture_safe("copy from the host (tensor creation/copy_)", native)
     backend = _dispatch.backend_of(dst.device)
-    # np.array, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,)
-    with np.errstate(over="ignore", invalid="ignore"):  # casts are silent, as PyTorch's
-        staged = np.array(np.broadcast_to(host, dst.shape), dtype=dst.dtype.numpy, order="C")
+    if host.shape == dst._data.shape and host.dtype == dst.dtype.numpy and \
+            host.flags.c_contiguous:
+        staged = host   # already what the device array holds (tensor(...) makes it so)
+    else:
+        # np.array, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,)
+        with np.errstate(over="ignore", invalid="ignore"):  # casts are silent, as PyTorch's
+            staged = np.array(np.broadcast_to(host, dst.shape), dtype=dst.dtype.numpy,
+                              order="C")
     if dst.is_contiguous():
         backend.from_host(native, dst._data, staged)
         return

@@ -398,6 +398,28 @@ def test_statistics_are_the_same_on_the_fast_and_the_slow_path():
     assert last["allocated_bytes.all.peak"] == 9 * KiB + 34 * MiB
 
 
+def test_statistics_stay_exact_across_folds_of_the_log(allocator):
+    """Note [statistics log]: thousands of fast mallocs and frees fold in batches; the peak in
+    the middle of a batch and the running sums come out as if counted one by one."""
+    held = []
+    for step in range(5000):
+        block = allocator.malloc(1024, "s")
+        if step == 2345:   # a peak inside a batch, then back down
+            held = [allocator.malloc(1024, "s") for _ in range(7)]
+        if step == 2346:
+            held.clear()
+        del block
+    stats = allocator.memory_stats()
+    assert stats["allocated_bytes.all.current"] == 0
+    assert stats["allocated_bytes.all.peak"] == 8 * 1024
+    assert stats["allocated_bytes.small_pool.peak"] == 8 * 1024
+    assert stats["allocation.all.allocated"] == stats["allocation.all.freed"] == 5007
+    assert stats["requested_bytes.all.allocated"] == 5007 * 1024
+    assert allocator.max_memory_allocated() == 8 * 1024
+    allocator.reset_peak_memory_stats()
+    assert allocator.max_memory_allocated() == 0
+
+
 def test_two_threads_on_the_fast_path():
     backend = FakeBackend(limit=1 << 40)
     allocator = CachingAllocator(backend, 0)

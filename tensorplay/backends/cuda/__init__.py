@@ -56,6 +56,9 @@ else:
     _IMPORT_ERROR = None
     from . import _activations, _cupy_bridge, _elementwise, _graphs, _kernels, _linalg, _streams
     from ._graphs import CudaExecutable, CudaGraph
+
+    _ndarray, _MemoryPointer, _UnownedMemory = (cupy.ndarray, cupy.cuda.MemoryPointer,
+                                                cupy.cuda.UnownedMemory)
     from ._runtime import (
         NOT_READY,
         SUCCESS,
@@ -205,10 +208,11 @@ class CudaBackend:
 
     def as_array(self, index: int, ptr: int, nbytes: int, numpy_dtype: Any,
                  shape: tuple[int, ...], strides: tuple[int, ...], owner: Any) -> Any:
-        """A CuPy view of ``[ptr, ptr + nbytes)`` on device ``index`` that keeps ``owner``."""
-        memory = cupy.cuda.UnownedMemory(ptr, nbytes, owner, index)
-        return cupy.ndarray(tuple(shape), np.dtype(numpy_dtype),
-                            cupy.cuda.MemoryPointer(memory, 0), strides=tuple(strides))
+        """A CuPy view of ``[ptr, ptr + nbytes)`` on device ``index`` that keeps ``owner``
+        (``shape`` and ``strides`` tuples, ``numpy_dtype`` a NumPy dtype: the eager hot path)."""
+        return _ndarray(shape, np.dtype(numpy_dtype),
+                        _MemoryPointer(_UnownedMemory(ptr, nbytes, owner, index), 0),
+                        strides=strides)
 
     #: ``array_ptr(array)``: the device address of a CuPy array's first element (a C-level
     #: getter: ``stage_and_launch`` calls it once per input).

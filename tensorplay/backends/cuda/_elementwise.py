@@ -159,6 +159,8 @@ def _build(op: str, compute, kinds: str, out):
     launch = _launcher(kernel, len(kinds))
     if compute == _BF16 and "s" in kinds:
         launch = _with_bf16_scalars(launch, tuple(k for k, c in enumerate(kinds) if c == "s"))
+    # the while-body scan looks at its arguments only (a function attribute mypy cannot type)
+    launch.tp_arguments_only = True  # type: ignore[attr-defined]
     _made[launch] = (key, kernel)
     return launch
 
@@ -201,6 +203,8 @@ def _build_sum(compute, out):
         entry = get(x.size) or _sum_geometry(x.size)
         kernel(grid, entry[0], (x, out_array, entry[1]))
 
+    # the while-body scan looks at its arguments only (a function attribute mypy cannot type)
+    launch.tp_arguments_only = True  # type: ignore[attr-defined]
     _made[launch] = (key, kernel)
     return launch
 

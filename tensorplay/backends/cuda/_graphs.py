@@ -245,11 +245,6 @@ def is_capturing(stream) -> bool:
     return bool(_roots) and _runtime_is_capturing(stream.handle, stream.is_default)
 
 
-def any_capture_open() -> bool:
-    """Whether any tensorplay capture is open in this process (one set test: eager hot paths
-    ask this before a ``cudaStreamIsCapturing``)."""
-    return bool(_roots)
-
 
 # -- conditional nodes -----------------------------------------------------------------------
 

@@ -21,13 +21,14 @@ under relaxed capture mode (loading a module inside a global-mode capture is ref
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import cupy
 import numpy as np
 from cuda.bindings import runtime
 
-from . import _graphs, _kernels
+from . import _kernels
 from ._runtime import is_capturing as _stream_is_capturing
 
 __all__ = ["matmul", "erf", "ensure", "is_capturing", "GEMM_SOURCE", "TILE"]
@@ -127,6 +128,9 @@ TP_GEMM(tp_matmul_d, double, double, tp_load_d, tp_store_d)
 _GEMM_DTYPES = {np.dtype(np.float16): "e", np.dtype(np.float32): "f",
                 np.dtype(np.float64): "d"}
 
+_cupy_stream_is_capturing: Callable[[int], int] | None = getattr(
+    cupy.cuda.runtime, "streamIsCapturing", None)
+
 # -- capture detection and kernels ----------------------------------------------------------------
 def is_capturing(stream=None) -> bool:
     """Whether CuPy's current stream (or ``stream``) is capturing: one cudaStreamIsCapturing.
@@ -135,10 +139,13 @@ def is_capturing(stream=None) -> bool:
     an error rather than a status; that reads as "not capturing", so the caller's own CuPy call
     then reports the real problem (work on the legacy stream invalidates that capture).
     """
-    if not _graphs.any_capture_open():
-        return False
-    ptr = int((stream or cupy.cuda.get_current_stream()).ptr)
-    return _stream_is_capturing(runtime.cudaStream_t(ptr), ptr == 0)
+    ptr = (stream or cupy.cuda.get_current_stream()).ptr
+    if _cupy_stream_is_capturing is not None:
+        try:   # CuPy's Cython binding: a fraction of a cuda-bindings call with its handle
+            return _cupy_stream_is_capturing(ptr) != 0
+        except Exception:  # noqa: BLE001 - the legacy stream's implicit-capture error
+            pass
+    return _stream_is_capturing(runtime.cudaStream_t(int(ptr)), ptr == 0)
 
 
 def _gemm(code: str, device_index: int, capturing: bool) -> "cupy.RawKernel":

@@ -10,6 +10,8 @@ round once when the result is stored.
 
 from __future__ import annotations
 
+import functools
+
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
 from . import elementwise as _ops
@@ -48,14 +50,13 @@ def _result(op: str, device, shape, dtype: _dtype.dtype, out: Tensor | None):
     return out._data, out
 
 
-def _apply(op: str, operands, formula, *, result=None, compute=None,
-           out: Tensor | None = None, native=None, cache: bool = False) -> Tensor:
-    """``out[...] = formula(xp, *operands)``: the elementwise engine's formula form
-    (``elementwise.formula``, which documents the arguments)."""
-    return _ops.formula(op, operands, formula, result=result, compute=compute, out=out,
-                        native=native, cache=cache)
+#: ``_apply(op, operands, formula, *, result, compute, out, native, cache)``:
+#: ``out[...] = formula(xp, *operands)`` through the one elementwise engine (its formula form,
+#: ``elementwise.formula``, documents the arguments)
+_apply = _ops.formula
 
 
+@functools.cache
 def _floating(op: str):
     """A result rule: floating stays, bool/integer becomes float32; complex is refused."""
     def rule(promoted: _dtype.dtype) -> _dtype.dtype:
@@ -65,6 +66,7 @@ def _floating(op: str):
     return rule
 
 
+@functools.cache
 def _only_floating(op: str):
     """A result rule that refuses bool/integer input (PyTorch has no integer kernel)."""
     def rule(promoted: _dtype.dtype) -> _dtype.dtype:

@@ -241,7 +241,7 @@ def can_cast(from_: dtype, to: dtype) -> builtins.bool:
 # captured it), on a GPU it may not fail at all. ``OP_RULES`` maps an op name to a rule
 # ``rule(op, computed, operands)``; ``computed`` is the dtype the op dispatches on (PyTorch's
 # common dtype), ``operands`` are the Tensors/numbers given. The elementwise engines
-# (``_ops.elementwise``, ``_combine._apply``) look the op up here; reductions and sorts call
+# (``_tensor.elementwise``'s plans) look the op up here; reductions and sorts call
 # :func:`check_op`. An op absent from the table accepts every dtype.
 _BOOLS = frozenset((bool,))
 _FLOATS = frozenset((float16, bfloat16, float32, float64))

@@ -9,7 +9,7 @@ function wrote into them (API.md, Compiler), yet it captures the function over p
 the inputs. So it asks, after the capture, which clones a captured op wrote: every op that writes
 into an existing tensor (``op_`` forms and ``+=``, ``out=``, ``copy_``, ``fill_``,
 ``__setitem__``, ``masked_fill_``, in-place random fills) calls :func:`note` where it checks that
-the tensor may be written (``_ops.check_no_overlap``, or its own fast path). While a
+the tensor may be written (``_tensor.transfer.check_no_overlap``, or its own fast path). While a
 :func:`recording` block is open, ``note`` keeps the byte range written; a clone was written when a
 range overlaps it, so a write through any view of it counts. Outside a recording a write pays one
 truthiness test. Why byte ranges rather than PyTorch's version counter: tensorplay has no storage

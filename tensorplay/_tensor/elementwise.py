@@ -4,7 +4,7 @@ Each op resolves its operands (Tensors and Python numbers) to one device, comput
 dtype by PyTorch's promotion (``_dtype.result_type``) and the broadcast shape, takes the result's
 memory from ``_dispatch.empty`` (or writes into ``self`` for ``op_`` forms), and launches a kernel
 that calls the ``xp`` ufunc with ``out=``. Reductions, matmul and shape-combining ops live in
-``_reductions.py`` and ``_combine.py``.
+``reductions.py``, ``linalg.py`` and ``join.py``.
 
 Before anything is allocated or launched, the op is checked against ``_dtype.OP_RULES`` (Note
 [op dtype rules]): what PyTorch refuses for a dtype (``float & float``, ``bool - 1``,

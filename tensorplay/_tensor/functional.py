@@ -15,7 +15,7 @@ import builtins
 
 import numpy as np
 
-from . import activations as _activations, creation as _creation, join as _combine
+from . import activations as _activations, creation as _creation, join as _join
 from . import linalg as _linalg
 from .. import _dtype
 from . import (
@@ -129,7 +129,7 @@ def div(input, other, *, rounding_mode: str | None = None, out: Tensor | None = 
     if rounding_mode == "floor":
         return _ops.binary("floor_divide", input, other, out=out)
     if rounding_mode == "trunc":
-        return _combine._apply("div_trunc", [input, other], _trunc_divide, out=out)
+        return _join._apply("div_trunc", [input, other], _trunc_divide, out=out)
     raise ValueError(f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but "
                      f"found {rounding_mode!r}")
 
@@ -164,8 +164,8 @@ def round(input, *, decimals: int = 0, out: Tensor | None = None) -> Tensor:
         raise TypeError(f"round(): decimals must be an int, got {type(decimals).__name__}")
     if decimals == 0:
         return _ops.unary("round", input, out=out)
-    tensor = _combine._tensor_arg(input, "round", "input")
-    return _combine._apply("round.decimals", [tensor], _round_to(int(decimals)), out=out)
+    tensor = _join._tensor_arg(input, "round", "input")
+    return _join._apply("round.decimals", [tensor], _round_to(int(decimals)), out=out)
 
 
 def round_(input, *, decimals: int = 0) -> Tensor:
@@ -183,31 +183,31 @@ def _same(promoted):
 
 def isnan(input) -> Tensor:
     """Where the elements are NaN (bool)."""
-    return _combine._apply("isnan", [input], lambda xp, x: xp.isnan(x),
+    return _join._apply("isnan", [input], lambda xp, x: xp.isnan(x),
                            result=_to_bool, compute=_same)
 
 
 def isinf(input) -> Tensor:
     """Where the elements are +-inf (bool)."""
-    return _combine._apply("isinf", [input], lambda xp, x: xp.isinf(x),
+    return _join._apply("isinf", [input], lambda xp, x: xp.isinf(x),
                            result=_to_bool, compute=_same)
 
 
 def isfinite(input) -> Tensor:
     """Where the elements are neither inf nor NaN (bool)."""
-    return _combine._apply("isfinite", [input], lambda xp, x: xp.isfinite(x),
+    return _join._apply("isfinite", [input], lambda xp, x: xp.isfinite(x),
                            result=_to_bool, compute=_same)
 
 
 def rsqrt(input) -> Tensor:
     """``1 / sqrt(x)``; integer input gives float32."""
-    return _combine._apply("rsqrt", [input], lambda xp, x: 1 / xp.sqrt(x),
-                           result=_combine._floating("rsqrt"))
+    return _join._apply("rsqrt", [input], lambda xp, x: 1 / xp.sqrt(x),
+                           result=_join._floating("rsqrt"))
 
 
 def clone(input) -> Tensor:
     """A contiguous copy on the same device."""
-    return _combine._tensor_arg(input, "clone", "input").clone()
+    return _join._tensor_arg(input, "clone", "input").clone()
 
 
 def is_tensor(obj) -> bool:
@@ -215,15 +215,15 @@ def is_tensor(obj) -> bool:
 
 
 def is_floating_point(input) -> bool:
-    return _combine._tensor_arg(input, "is_floating_point", "input").dtype.is_floating_point
+    return _join._tensor_arg(input, "is_floating_point", "input").dtype.is_floating_point
 
 
 def is_complex(input) -> bool:
-    return _combine._tensor_arg(input, "is_complex", "input").dtype.is_complex
+    return _join._tensor_arg(input, "is_complex", "input").dtype.is_complex
 
 
 def numel(input) -> int:
-    return _combine._tensor_arg(input, "numel", "input").numel()
+    return _join._tensor_arg(input, "numel", "input").numel()
 
 
 def broadcast_shapes(*shapes) -> tuple[int, ...]:
@@ -295,7 +295,7 @@ def _build() -> list[str]:
     for alias, target in _ALIASES.items():
         table[alias] = table[target]
         names.append(alias)
-    for module in (_reductions, _linalg, _activations, _combine, _views, _indexing):
+    for module in (_reductions, _linalg, _activations, _join, _views, _indexing):
         for name in module.__all__:
             if name in ("getitem", "setitem") or name in _METHOD_ONLY:
                 continue

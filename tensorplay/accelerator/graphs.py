@@ -9,7 +9,7 @@ What to know before capturing:
 - **Memory.** Tensors allocated while a stream captures come from the graph's private pool (or a
   pool shared with ``pool=``). That memory stays valid for every replay and is handed to nobody
   else while the graph or a tensor from it lives (Note [graph pool lifetime] in
-  ``tensorplay/_allocator.py``). Graphs that share a pool may reuse each other's memory, so they
+  ``_runtime/allocator.py``). Graphs that share a pool may reuse each other's memory, so they
   must replay in the order they were captured.
 - **Outputs are overwritten.** A replay writes the same memory every time: tensors produced during
   capture hold the values of the latest replay. ``clone()`` what you want to keep.

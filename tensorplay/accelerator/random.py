@@ -5,7 +5,7 @@ Seeds and generator states are read and written through the active accelerator b
 for the current device.
 
 Each device has one counter-based Philox4x32-10 generator whose state lives on the device (see
-``tensorplay/_random.py``): random ops inside a graph draw fresh numbers on every replay and on
+``_tensor/random.py``): random ops inside a graph draw fresh numbers on every replay and on
 every iteration of a while body, and after ``manual_seed(s)`` k replays give exactly what k eager
 runs of the captured code give. The same seed, shape and dtype give the same integers and
 uniforms on cpu, sim and cuda.

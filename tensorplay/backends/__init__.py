@@ -180,7 +180,9 @@ class Graphs(Protocol):
 
     def capture_begin(self, stream: NativeStream, mode: str) -> None:
         """Start recording ``stream``'s work into a new graph. ``mode`` is "global",
-        "thread_local" or "relaxed". RuntimeError on the default stream or if already capturing."""
+        "thread_local" or "relaxed". The runtime has applied the capture rules
+        (``_runtime/capture.py``: the mode, no default stream); RuntimeError if already
+        capturing."""
 
     def capture_end(self, stream: NativeStream) -> Any:
         """Stop recording and return the graph; RuntimeError if the capture was invalidated or a

@@ -111,7 +111,7 @@ def relax_this_thread() -> None:
     """Put this thread's CUDA capture interaction mode to relaxed, once and for good.
 
     Note [capture modes are enforced above the driver]: tensorplay enforces capture_error_mode
-    itself, identically on sim and cuda (Note [capture-unsafe calls] in accelerator/_state.py).
+    itself, identically on sim and cuda (Note [capture-unsafe calls] in _runtime/capture.py).
     Left at CUDA's default, a thread's harmless first-use work — a kernel module load, a
     cudaMalloc for a new segment — would invalidate another thread's global capture behind
     tensorplay's back. Waits on a capturing stream stay illegal for CUDA in every mode, and the

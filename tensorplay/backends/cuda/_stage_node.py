@@ -32,7 +32,7 @@ nothing for, and ``replay()`` disables both when the previous launch staged (one
 when enabled), so alternating the two is correct and a steady loop of either makes no extra call.
 Copies past the 64th of a node go out as ``cudaMemcpyAsync``: before the launch for the head,
 after it for the tail. The sim models the same two nodes (``StageNode`` in
-``backends/_sim_graph.py``), new copies applying to later launches only.
+``backends/sim/graph.py``), new copies applying to later launches only.
 
 Each node is found again as the capture's only dependency right after it is recorded. Its handle
 belongs to the captured ``cudaGraph_t``, which must outlive the executable (CUDA identifies exec

@@ -8,7 +8,7 @@ static copies the function wrote back into the caller's tensors, all in one
 ``Graph.stage_and_launch``. Every graph of one compiled function shares one memory pool.
 
 Inputs changed in place: the capture records which static copies the function writes, directly
-or through a view (Note [write records] in ``tensorplay/_writes.py``); after every call those
+or through a view (Note [write records] in ``_runtime/writes.py``); after every call those
 inputs hold what an eager call would have left in them, as with PyTorch's compile. The warm-up
 changes them once, eagerly; the capture runs on the copies only. An output that *is* an input
 is returned as the caller's tensor. A call whose written input shares memory with another tensor

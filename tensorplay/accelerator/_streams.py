@@ -42,21 +42,36 @@ def default_stream(index: int) -> "Stream":
     return stream
 
 
-#: native stream -> its public Stream, for every Stream made here (default ones included)
-_public: "weakref.WeakValueDictionary[Any, Stream]" = weakref.WeakValueDictionary()
+#: native stream -> a weak reference to its public Stream, for every Stream made here (default
+#: ones included; an entry goes when its Stream does)
+_public: dict[Any, weakref.ref] = {}
+_thread = _state._local   # this thread's {device index: native stream}, read inline below
+
+
+def _register(native, stream: "Stream") -> None:
+    def forget(ref, key=native) -> None:
+        if _public.get(key) is ref:
+            del _public[key]
+    _public[native] = weakref.ref(stream, forget)
 
 
 def public_stream(native, index: int) -> "Stream":
-    """The public Stream over a native stream handle (made on first sight, then the same one)."""
-    stream = _public.get(native)
-    if stream is None:
-        stream = Stream._wrap(native, index)
-    return stream
+    """The public Stream over a native stream handle (made on first sight, then the same one
+    while it lives)."""
+    ref = _public.get(native)
+    stream = None if ref is None else ref()
+    return Stream._wrap(native, index) if stream is None else stream
 
 
 def current_stream(index: int) -> "Stream":
-    """This thread's current public Stream on device ``index``."""
-    return public_stream(_state.current_native_stream(index), index)
+    """This thread's current public Stream on device ``index`` (``Graph.replay()``'s lookup:
+    one frame when the stream has a live public Stream)."""
+    native = _thread.native.get(index)
+    if native is None:
+        native = _state.current_native_stream(index)
+    ref = _public.get(native)
+    stream = None if ref is None else ref()
+    return Stream._wrap(native, index) if stream is None else stream
 
 
 def set_current_stream(stream: "Stream") -> None:
@@ -84,7 +99,7 @@ class Stream:
         self._native = backend.create_stream(self.device_index, priority)
         self._handle = backend.stream_handle(self._native)
         self._previous: list = []
-        _public[self._native] = self
+        _register(self._native, self)
 
     @classmethod
     def _wrap(cls, native, index: int) -> "Stream":
@@ -94,7 +109,7 @@ class Stream:
         stream._native = native
         stream._handle = require_accelerator().stream_handle(native)
         stream._previous = []
-        _public[native] = stream
+        _register(native, stream)
         return stream
 
     @property

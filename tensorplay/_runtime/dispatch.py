@@ -6,9 +6,10 @@ for ``cuda``). An op (1) checks its arguments and works out the result's shape a
 the result to :func:`launch`. So:
 
 - on ``cpu`` the memory is a fresh NumPy array and the kernel runs at once;
-- on an accelerator the memory is a block of ``tensorplay._runtime.allocator`` taken on the current
-  stream (from the graph's pool while that stream captures), and the kernel goes to the backend:
-  queued (sim), run on the bound CuPy stream (cuda), or recorded while capturing.
+- on an accelerator the memory is a block of the caching allocator (``allocator.py``) taken on
+  this thread's current native stream (``state.py``, one lookup; from the graph's pool while
+  that stream captures), and the kernel goes to the backend: queued (sim), run on the bound
+  CuPy stream (cuda), or recorded while capturing.
 
 Because kernels may run later (sim) or again on every replay (graphs), a kernel must read its
 inputs only when it runs and must close over arrays, never over values read from them. A launch

@@ -1,10 +1,15 @@
-"""Elementwise ops, written once against the array namespace of the operands' device.
+"""The one elementwise engine: every elementwise op, written once against the array namespace
+of the operands' device.
 
 Each op resolves its operands (Tensors and Python numbers) to one device, computes the result
 dtype by PyTorch's promotion (``_dtype.result_type``) and the broadcast shape, takes the result's
-memory from ``_dispatch.empty`` (or writes into ``self`` for ``op_`` forms), and launches a kernel
-that calls the ``xp`` ufunc with ``out=``. Reductions, matmul and shape-combining ops live in
-``reductions.py``, ``linalg.py`` and ``join.py``.
+memory from ``_dispatch.empty`` (or writes into ``self`` for ``op_`` forms), and launches ONE
+kernel: the backend's own raw kernel where it has one (cuda, ``elementwise_kernel`` hook), else
+the ``xp`` ufunc with ``out=``, or for the formula form (:func:`formula`: ``where``, ``clamp``,
+the activations) the whole formula inside one launch. All of that is decided once per operand
+signature and kept (Note [elementwise plans]), so a repeated op only looks its plan up and
+launches. Reductions, matmul and shape-combining ops live in ``reductions.py``, ``linalg.py``
+and ``join.py``.
 
 Before anything is allocated or launched, the op is checked against ``_dtype.OP_RULES`` (Note
 [op dtype rules]): what PyTorch refuses for a dtype (``float & float``, ``bool - 1``,

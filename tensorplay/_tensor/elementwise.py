@@ -60,16 +60,6 @@ def _check_operand(value, op: str):
                     f"or a Python number")
 
 
-def _array_of(operand, device):
-    """The xp value a kernel reads for an operand: an array, or a scalar."""
-    if isinstance(operand, Tensor):
-        operand._check_guard()
-        if operand.device != device:
-            return operand._data.item()  # a 0-d host tensor in an accelerator op
-        return operand._data
-    return operand
-
-
 def _cast(value, compute: np.dtype, xp):
     if hasattr(value, "dtype") and value.dtype != compute:
         return value.astype(compute)

@@ -93,10 +93,17 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
             strides.append(step)
             step *= max(size, 1)
         found = tuple(reversed(strides))
-        if len(_strides) > 4096:
-            _strides.clear()
-        _strides[key] = found
+        remember(_strides, key, found, 4096)
     return found
+
+
+def remember(cache: dict, key, value, limit: int) -> None:
+    """Keep ``value`` under ``key`` in a per-signature cache (strides here; the op layer's
+    plans), emptied first when it holds ``limit`` entries: signatures that never repeat must not
+    grow it without bound."""
+    if len(cache) >= limit:
+        cache.clear()
+    cache[key] = value
 
 
 def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype) -> Any:

@@ -124,7 +124,7 @@ _ARRAY, _ITEM, _RAW, _CAST = 0, 1, 2, 3
 
 class _Plan:
     __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
-                 "mixed", "ufunc", "kwargs", "fast", "check_divisor", "checks_out", "xp",
+                 "mixed", "ufunc", "kwargs", "fast", "check_divisor", "xp",
                  "formula", "scalar_type", "arrays_only")
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
@@ -189,7 +189,6 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
             functools.partial(ufunc_name, xp)
     plan.kwargs = {"casting": "unsafe", **(extra_kwargs or {})}
     plan.check_divisor = op in INTEGER_DIVISIONS and device.type == "cpu"
-    plan.checks_out = out is not None
     kinds, limits, value_dtypes = [], [], []
     arrays_match = True
     for value in operands:
@@ -299,7 +298,7 @@ def _execute(plan: _Plan, operands, out):
         kernel = functools.partial(plan._run_kernel, values, out_array)
     else:
         kernel = functools.partial(plan.ufunc, *values, out=out_array, **plan.kwargs)
-    kernel.__name__ = plan.op
+    kernel.__name__ = plan.op   # _dispatch.named, inlined: the eager hot path
     if plan.formula is not None:
         kernel.tp_attrs = {"shape": plan.shape}
     _dispatch.launch(device, kernel)
@@ -379,9 +378,7 @@ def formula(op: str, operands, fn, *, result=None, compute=None, out: Tensor | N
         if plan is None:
             plan = _plan(op, None, operands, out, result, compute, None, fn, native, promote)
             if None not in key[1:]:
-                if len(_plans) >= _PLAN_LIMIT:
-                    _plans.clear()
-                _plans[key] = plan
+                _dispatch.remember(_plans, key, plan, _PLAN_LIMIT)
     else:
         plan = _plan(op, None, operands, out, result, compute, None, fn, native, promote)
     return _execute(plan, operands, out)
@@ -391,10 +388,9 @@ def _cached(key, op: str, ufunc_name, operands, out, result, compute) -> _Plan:
     plan = _plan(op, ufunc_name, operands, out, result, compute, None)
     if None not in key[1:] and not (op == "pow" and any(
             not isinstance(v, Tensor) for v in operands)):
-        if len(_plans) >= _PLAN_LIMIT:
-            _plans.clear()
-        _plans[key] = plan
+        _dispatch.remember(_plans, key, plan, _PLAN_LIMIT)
     return plan
+
 
 
 def _to_float(promoted: _dtype.dtype) -> _dtype.dtype:

@@ -80,9 +80,7 @@ def _launch_matmul(op: str, a: Tensor, b: Tensor, shape, plan=None) -> Tensor:
         kernel = functools.partial(plan.matmul, left, right, out=out)
     else:
         kernel = functools.partial(_widened_product, plan.matmul, plan.compute, left, right, out)
-    kernel.__name__ = op
-    kernel.tp_attrs = {"shape": plan.shape}
-    _dispatch.launch(device, kernel)
+    _dispatch.launch(device, _dispatch.named(op, kernel, shape=plan.shape))
     return Tensor._make(out, device, plan.dtype)
 
 
@@ -105,9 +103,7 @@ def matmul(input, other) -> Tensor:
         if plan is None:
             _same_dtype("matmul", input, other)
             plan = _plan_product("matmul", input, other, _matmul_shape(input.shape, other.shape))
-            if len(_plans) >= 1024:
-                _plans.clear()
-            _plans[key] = plan
+            _dispatch.remember(_plans, key, plan, 1024)
         return _launch_matmul("matmul", input, other, None, plan)
     a, b = _tensor_arg(input, "matmul", "input"), _tensor_arg(other, "matmul", "other")
     _same_dtype("matmul", a, b)

@@ -151,9 +151,7 @@ def _sum_like(op: str, tensor, dim, keepdim, dtype, reducer: str) -> Tensor:
         plan = _sum_plans.get(key)
         if plan is None:
             plan = _sum_plan(op, tensor, dim, keepdim, dtype, reducer)
-            if len(_sum_plans) >= 1024:
-                _sum_plans.clear()
-            _sum_plans[key] = plan
+            _dispatch.remember(_sum_plans, key, plan, 1024)
     else:
         plan = _sum_plan(op, tensor, dim, keepdim, dtype, reducer)
         data = tensor._data
@@ -167,9 +165,7 @@ def _sum_like(op: str, tensor, dim, keepdim, dtype, reducer: str) -> Tensor:
     else:
         kernel = functools.partial(_reduce_into, plan.reduce, data, plan.axis, plan.keepdim,
                                    plan.acc, out)
-    kernel.__name__ = op
-    kernel.tp_attrs = {"shape": plan.shape}
-    _dispatch.launch(device, kernel)
+    _dispatch.launch(device, _dispatch.named(op, kernel, shape=plan.shape))
     return Tensor._make(out, device, result)
 
 

@@ -55,17 +55,9 @@ def _register(native, stream: "Stream") -> None:
     _public[native] = weakref.ref(stream, forget)
 
 
-def public_stream(native, index: int) -> "Stream":
-    """The public Stream over a native stream handle (made on first sight, then the same one
-    while it lives)."""
-    ref = _public.get(native)
-    stream = None if ref is None else ref()
-    return Stream._wrap(native, index) if stream is None else stream
-
-
 def current_stream(index: int) -> "Stream":
-    """This thread's current public Stream on device ``index`` (``Graph.replay()``'s lookup:
-    one frame when the stream has a live public Stream)."""
+    """This thread's current public Stream on device ``index``: the one over its native stream
+    while that Stream lives, else a new one (``Graph.replay()``'s lookup: one frame)."""
     native = _thread.native.get(index)
     if native is None:
         native = _state.current_native_stream(index)

@@ -972,3 +972,30 @@ def test_handles_are_plain_objects(backend):
     backend.set_device(1)
     with pytest.raises(ValueError):
         backend.set_device(2)
+
+
+def test_a_sync_from_a_finalizer_while_the_queue_runs_keeps_stream_order(backend):
+    """Dropping a queued item after it ran can free memory whose release synchronizes (runs the
+    stream) from a finalizer. That nested run must take the later items in order: it once ran
+    them before the item already taken off the queue (a compiled function's first result read a
+    tensor before the kernel filling it had run)."""
+    stream = backend.default_stream(0)
+    _, array = device_array(backend, 1)
+    order = []
+
+    class SyncsWhenDropped:
+        def __call__(self):
+            order.append("first")
+
+        def __del__(self):
+            backend.stream_synchronize(stream)
+
+    first = SyncsWhenDropped()
+    backend.launch(stream, first)
+    del first
+    for name in ("second", "third"):
+        backend.launch(stream, functools.partial(order.append, name))
+    backend.launch(stream, lambda: array.__setitem__(0, len(order)))
+    backend.stream_synchronize(stream)
+    assert order == ["first", "second", "third"]
+    assert array[0] == 3

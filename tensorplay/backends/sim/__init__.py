@@ -249,6 +249,11 @@ class SimBackend(SimMemory[_Device]):
                 except Exception as exc:  # noqa: BLE001 - surfaces at the sync point
                     assert self._errors is not None   # set by _drain, the only caller
                     self._errors.append((stream.device_index, exc))
+                # Let go of the item before taking the next: dropping it can free the last
+                # reference to memory, whose release may synchronize (run this stream) from a
+                # finalizer. That nested run must find every later item still queued; were the
+                # next one already popped, it would run after the items queued behind it.
+                del item
         if not stream._queue:
             self._devices[stream.device_index].busy.discard(stream)
 

@@ -159,6 +159,18 @@ def test_bench_without_a_gpu_falls_back_to_sim_and_says_so(tmp_path):
     assert run["simulated"] is True and run["device"] == "sim:0"
     assert {row["case"] for row in run["rows"]} >= {"20 small kernels", "CG Poisson 32x32"}
     assert [op["op"] for op in run["eager"]["ops"]] == EAGER_OPS
+    # the MLP and the large products (small on sim): tensorplay's rows, no peer on sim
+    mlp = [row for row in run["rows"] if row["case"].startswith("MLP")]
+    assert [row["impl"] for row in mlp] == ["tensorplay eager", "tensorplay compile (cudagraphs)"]
+    products = [row for row in run["rows"] if row["case"].startswith("C = A @ B")]
+    assert [row["case"] for row in products] == [
+        "C = A @ B, 128x128, float32, precision 'highest'",
+        "C = A @ B, 128x128, float32, precision 'high' (TF32)", "C = A @ B, 128x128, bfloat16"]
+    for row in products:
+        assert row["impl"] == "tensorplay" and row["n"] == 128 and row["us"] > 0, row
+        assert row["tflops"] > 0 and row["rel_err"] < 1e-2, row
+        line = next(line for line in result.stdout.splitlines() if line.startswith(row["case"]))
+        assert f"TFLOP/s={row['tflops']:.4g}" in line and f"err={row['rel_err']:.1e}" in line
 
 
 # -- the eager table: host cost per call of small ops, tensorplay beside CuPy, torch and NumPy --
@@ -312,6 +324,22 @@ def test_bench_plot_draws_the_eager_table_one_panel_per_op():
     assert _text_problems(fig) == []
     labels = [[t.get_text() for t in axis.get_yticklabels()] for axis in fig.axes[2:]]
     assert labels == [["tensorplay", "CuPy", "NumPy"]] * len(EAGER_OPS)
+
+
+def test_bench_plot_leaves_out_rows_that_did_not_run():
+    pytest.importorskip("matplotlib")
+    from tensorplay.bench import plot as _bench_plot
+
+    run = _synthetic_run(2, 3, 10, 10)
+    run["rows"][1] = dict(run["rows"][1], us=None, note="skipped: torch.compile failed")
+    run["rows"] += [{"case": "C = A @ B, 4096x4096, bfloat16", "impl": "torch", "us": None,
+                     "note": "failed: RuntimeError"}]
+    fig = _bench_plot.figure(run)
+    assert len(fig.axes) == 2    # the case whose only row did not run has no panel
+    assert _text_problems(fig) == []
+    labels = [[t.get_text() for t in axis.get_yticklabels()] for axis in fig.axes]
+    assert labels[0] == [run["rows"][0]["impl"], run["rows"][2]["impl"]]
+    assert len(labels[1]) == 3
 
 
 @pytest.mark.parametrize("shape", [(1, 1, 10, 10), (25, 9, 90, 150), (4, 2, 60, 400)])

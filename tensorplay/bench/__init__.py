@@ -7,6 +7,7 @@ declared benchmark hook ``raw_graph_launcher`` (:func:`.peers.raw_graph_launcher
 - :mod:`.suite`: the cases, the text table, the JSON and ``main``;
 - :mod:`.eager`: the eager table (host cost per call of small ops, beside CuPy, torch, NumPy);
 - :mod:`.models`: the MLP and the CG Poisson solve; :mod:`.solvers`: the CG solver itself;
+- :mod:`.products`: large matrix products (float32, TF32, bfloat16) beside torch;
 - :mod:`.peers`: the same work in torch, CuPy, JAX and raw cuda-bindings;
 - :mod:`.timing`: the timing loops; :mod:`.plot`: the PNG plot.
 """

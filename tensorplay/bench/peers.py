@@ -38,6 +38,12 @@ def versions() -> dict:
     return {name: getattr(_module(name), "__version__", "?") for name in available()}
 
 
+def error_text(error: BaseException) -> str:
+    """``Type: first line of the message`` (at most 200 characters of it), for a row's note."""
+    first = (str(error).strip().splitlines() or [""])[0][:200]
+    return f"{type(error).__name__}: {first}"
+
+
 def _torch_cuda():
     torch = _module("torch")
     if torch is None or not _gpu() or not torch.cuda.is_available():

@@ -78,14 +78,17 @@ def figure(run: dict):
 
     One panel per case (each op of the eager table is a case) with one bar per implementation,
     labelled with its time and its ratio to the case's first tensorplay row; each panel has its
-    own scale. The figure's height follows the number of cases and rows, so no title, label or
-    bar overlaps another.
+    own scale. Rows that did not run (``us`` None: a peer skipped with a note) have no bar; their
+    notes are in the text table. The large-products cases are panels like any other (time per
+    product; their TFLOP/s are in the text table and the JSON). The figure's height follows
+    the number of cases and rows, so no title, label or bar overlaps another.
 
     Raises:
         RuntimeError: matplotlib is not installed.
     """
     plt = _pyplot()
-    rows = run["rows"] + (plot_rows(run["eager"]) if run.get("eager") else [])
+    rows = [row for row in run["rows"] if row["us"] is not None]
+    rows += plot_rows(run["eager"]) if run.get("eager") else []
     cases = list(dict.fromkeys(row["case"] for row in rows))
     groups = [[row for row in rows if row["case"] == case] for case in cases]
     title_chars = _title_chars(rows)

@@ -3,9 +3,12 @@
 Each case times tensorplay and whichever peers are installed in the same run, on the current
 accelerator. A figure is the median over repeats of (wall time of a loop of calls, ending in a
 device synchronize) / calls, so each is a steady-state time per call including its share of
-device work. On the simulated accelerator sizes are small and times are host times, not GPU
-times. The eager table (:mod:`.eager`, JSON key ``eager``) follows the cases, with its own rule:
-host cost per call, the fastest of several loops.
+device work. The large-products cases (:mod:`.products`) add TFLOP/s, an error check and
+tensorplay's throughput over torch's. A peer that cannot run here (``torch.compile`` without a
+compiler, say) is a row with no time and a note saying why. On the simulated accelerator sizes
+are small and times are host times, not GPU times. The eager table (:mod:`.eager`, JSON key
+``eager``) follows the cases, with its own rule: host cost per call, the fastest of several
+loops.
 """
 
 from __future__ import annotations
@@ -22,6 +25,9 @@ import tensorplay as tp
 
 from . import eager, peers
 from .models import cg_case, mlp_case
+from .products import SIZE as PRODUCT_SIZE
+from .products import SMALL_SIZE as SMALL_PRODUCT_SIZE
+from .products import products_case
 from .plot import plot
 from .timing import host_and_total, time_per_call
 from .timing import sync as _sync
@@ -37,7 +43,12 @@ def _progress(done: int, total: int, label: str) -> None:
 
 
 class Suite:
-    """Runs the cases and collects rows ``{case, impl, us, note}``."""
+    """Runs the cases and collects rows ``{case, impl, us[, note], ...}``.
+
+    ``us`` is microseconds per call, or None for a peer that could not run here (``note`` then
+    says why, e.g. ``torch.compile`` without a compiler); ``note`` may also qualify a row that
+    did run. Cases add their own keys: ``total_us`` (host-cost cases), ``iterations`` and
+    ``residual`` (CG), ``n``, ``dtype``, ``tflops``, ``rel_err``, ``tp/torch`` (products)."""
 
     def __init__(self, device: str, small: bool):
         self.device = device
@@ -45,7 +56,7 @@ class Suite:
         self.rows: list[dict] = []
         self.calls = 200 if small else 2000
 
-    def add(self, case: str, impl: str, us: float, **extra) -> None:
+    def add(self, case: str, impl: str, us: float | None, **extra) -> None:
         self.rows.append({"case": case, "impl": impl, "us": us, **extra})
 
     # -- cases ------------------------------------------------------------------------------
@@ -99,9 +110,14 @@ class Suite:
         for impl, fn, sync in peers.chain_peers(20, 1024):
             self.add(case, impl, time_per_call(fn, sync, self.calls // 10))
 
+    def products(self) -> None:
+        n = SMALL_PRODUCT_SIZE if self.small else PRODUCT_SIZE
+        for row in products_case(self.device, n):
+            self.add(**row)
+
     def mlp(self) -> None:
-        for impl, us in mlp_case(self.device, self.calls // 10):
-            self.add("MLP 4x512, batch 8, GELU", impl, us)
+        for row in mlp_case(self.device, self.calls // 10):
+            self.add("MLP 4x512, batch 8, GELU", **row)
 
     def cg(self) -> None:
         n = 32 if self.small else 256
@@ -110,7 +126,7 @@ class Suite:
 
     def run(self) -> list[dict]:
         cases = [self.replay_overhead, self.stage_and_launch, self.eager_op,
-                 self.twenty_kernels, self.mlp, self.cg]
+                 self.twenty_kernels, self.products, self.mlp, self.cg]
         for done, case in enumerate(cases):
             _progress(done, len(cases), case.__name__)
             case()
@@ -118,8 +134,28 @@ class Suite:
         return self.rows
 
 
+def _extras(row: dict) -> str:
+    """What a row says beyond its time: CG's iterations and residual, a product's throughput,
+    error and throughput ratio to torch, and the row's note."""
+    parts = []
+    if "iterations" in row:
+        parts.append(f"iters={row['iterations']} per-iter={row['us'] / row['iterations']:.1f} us"
+                     f" residual={row['residual']:.1e}")
+    if row.get("tflops") is not None:
+        parts.append(f"TFLOP/s={row['tflops']:.4g}")
+    if row.get("rel_err") is not None:
+        parts.append(f"err={row['rel_err']:.1e}")
+    if row.get("tp/torch") is not None:
+        parts.append(f"tp/torch throughput={row['tp/torch']:.2f}x")
+    if row.get("note"):
+        parts.append(f"[{row['note']}]")
+    return "".join(f"  {part}" for part in parts)
+
+
 def format_table(rows: list[dict]) -> str:
-    """The rows as a text table; each case's first tensorplay row is its ``1.00x``."""
+    """The rows as a text table; each case's first tensorplay row that ran is its ``1.00x``.
+
+    A row that did not run (``us`` None) shows ``n/a`` for its time and ratio and its note."""
     case_width = max([len("case"), *(len(row["case"]) for row in rows)])
     impl_width = max([len("implementation"), *(len(row["impl"]) for row in rows)])
     header = (f"{'case':<{case_width}}  {'implementation':<{impl_width}}  {'time/call':>12} "
@@ -127,17 +163,19 @@ def format_table(rows: list[dict]) -> str:
     lines = [header, "-" * len(header)]
     reference = {}
     for row in rows:
-        if row["impl"].startswith("tensorplay") and row["case"] not in reference:
+        if (row["impl"].startswith("tensorplay") and row["us"]
+                and row["case"] not in reference):
             reference[row["case"]] = row["us"]
     for row in rows:
-        ratio = row["us"] / reference[row["case"]] if reference.get(row["case"]) else float("nan")
-        unit = f"{row['us'] / 1000:9.2f} ms" if row["us"] >= 10000 else f"{row['us']:9.2f} us"
-        extra = ""
-        if "iterations" in row:
-            extra = (f"  iters={row['iterations']} per-iter={row['us'] / row['iterations']:.1f} us"
-                     f" residual={row['residual']:.1e}")
+        us = row["us"]
+        if us is None:
+            unit, ratio = f"{'n/a':>12}", f"{'n/a':>14}"
+        else:
+            unit = f"{us / 1000:9.2f} ms" if us >= 10000 else f"{us:9.2f} us"
+            base = reference.get(row["case"])
+            ratio = f"{us / base if base else float('nan'):13.2f}x"
         lines.append(f"{row['case']:<{case_width}}  {row['impl']:<{impl_width}}  {unit:>12} "
-                     f"{ratio:13.2f}x{extra}")
+                     f"{ratio}{_extras(row)}")
     return "\n".join(lines)
 
 

@@ -1,11 +1,18 @@
 #!/usr/bin/env bash
 # One GPU session in one call: install, info, the conformance suite and backend tests on cuda,
 # then the benchmark suite. Everything lands under $OUT (the device tool brings it back).
-# Usage: bash benchmarks/gpu_check.sh [all|tests|bench|quick|probe|eager] [extra pytest args...]
+# Usage: bash benchmarks/gpu_check.sh [all|tests|bench|quick|probe|eager|matmul] [pytest args...]
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TENSORPLAY_ACCELERATOR=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+# nvmath-python (the matrix engine) is not installed there and nothing can be downloaded: the
+# wheel travels with the checkout in .whl/ (kept out of git) and goes into a private target.
+if ls .whl/nvmath_python-*cp312*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/tp_site .whl/nvmath_python-*cp312*.whl > "$OUT/pip_nvmath.log" 2>&1 \
+    && export PYTHONPATH="$PYTHONPATH:/tmp/tp_site" || echo "nvmath-python install failed"
+fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/info.txt"
 python3 -m tensorplay info 2>&1 | tee -a "$OUT/info.txt"
 if [ "$what" = probe ] || [ "$what" = eager ]; then
@@ -14,6 +21,20 @@ fi
 if [ "$what" = eager ] || [ "$what" = all ]; then
   timeout 240 python3 benchmarks/check_cuda_elementwise.py --quick > "$OUT/check_cuda_elementwise.txt" 2>&1
   echo "check_cuda_elementwise exit $?"; tail -25 "$OUT/check_cuda_elementwise.txt"
+fi
+if [ "$what" = matmul ] || [ "$what" = all ]; then
+  timeout 120 python3 benchmarks/mlp_probe.py > "$OUT/mlp_probe.txt" 2>&1; cat "$OUT/mlp_probe.txt"
+  timeout 120 python3 benchmarks/profile_mlp.py > "$OUT/profile_mlp.txt" 2>&1; head -60 "$OUT/profile_mlp.txt"
+fi
+if [ "$what" = matmul ]; then
+  timeout 60 python3 benchmarks/torch_semantics_matmul.py > "$OUT/torch_semantics_matmul.txt" 2>&1
+  cat "$OUT/torch_semantics_matmul.txt"
+  [ -f benchmarks/torch_check_nn.py ] && timeout 120 python3 benchmarks/torch_check_nn.py \
+    > "$OUT/torch_check_nn.txt" 2>&1; tail -30 "$OUT/torch_check_nn.txt"
+  timeout 400 python3 -m pytest -q -p no:cacheprovider --timeout=60 tests/internals/test_cuda_matmul.py \
+    tests/internals/test_cuda_elementwise.py tests/test_tensor_matmul.py tests/compiler tests/test_nn_functional.py tests/test_tensor_ops.py "$@" \
+    > "$OUT/matmul_tests.log" 2>&1
+  echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/matmul_tests.log" | head -60; tail -3 "$OUT/matmul_tests.log"
 fi
 if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \

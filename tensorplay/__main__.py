@@ -11,6 +11,7 @@ import sys
 import time
 
 import tensorplay as tp
+from tensorplay.backends import capability as _capability
 from tensorplay._runtime.select import (
     accelerator_backend, host_only_reason, requested_accelerator, selection_report,
 )
@@ -64,7 +65,11 @@ def info() -> int:
     print(f"ml_dtypes      {_version('ml_dtypes')}")
     print(f"CuPy           {_version('cupy')}")
     print(f"cuda-bindings  {_version('cuda.bindings')}")
+    print(f"nvmath-python  {_version('nvmath')}")
     print(f"accelerator    {selection_report()}")
+    backend = accelerator_backend()
+    if backend is not None:
+        print(f"matmul         {_capability(backend, 'matrix_engine')}")
     print("devices:")
     print("  cpu: host (NumPy), all dtypes")
     for index in range(tp.accelerator.device_count()):

@@ -93,8 +93,8 @@ def test_dtype_the_device_cannot_hold(device):
 
 def test_matmul_errors(device):
     a = tp.ones(2, 3, device=device)
-    with pytest.raises(RuntimeError, match="expected both operands to have the same dtype, got "
-                                           "float32 and float64"):
+    with pytest.raises(RuntimeError, match="expected mat1 and mat2 to have the same dtype, but "
+                                           "got: float32 != float64"):
         a @ tp.ones(3, 2, dtype=tp.float64, device=device)
     with pytest.raises(RuntimeError, match=r"shapes \(2, 3\) and \(4, 5\) cannot be multiplied"):
         a @ tp.ones(4, 5, device=device)

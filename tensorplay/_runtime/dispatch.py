@@ -171,16 +171,52 @@ def current_native_stream(device: _device_cls) -> Any:
 
 
 def matmul_of(device: _device_cls) -> Callable:
-    """The backend's ``matmul(a, b, out=None)``: its own if it has one (cuda: one that also works
-    during stream capture, where CuPy refuses cuBLAS), else ``xp.matmul``."""
+    """The backend's ``matmul(a, b, out=None, precision="highest")``: its own if it has one
+    (cuda: cuBLASLt, which also works during stream capture), else ``xp.matmul``, float16 and
+    bfloat16 computed in float32 and rounded once (as PyTorch's products accumulate)."""
     backend = backend_of(device)
-    return hook(backend, "matmul") or backend.xp.matmul
+    own = hook(backend, "matmul")
+    if own is not None:
+        return own
+    xp_matmul = backend.xp.matmul
+
+    def matmul(a, b, out=None, precision: str = "highest"):
+        if a.dtype in _HALF_NUMPY:
+            wide = xp_matmul(a.astype(np.float32), b.astype(np.float32))
+            if out is None:
+                return wide.astype(a.dtype)
+            out[...] = wide
+            return out
+        return xp_matmul(a, b, out=out)
+    return matmul
+
+
+_HALF_NUMPY = frozenset({_dtype.float16.numpy, _dtype.bfloat16.numpy})
+
+
+def matmul_epilogue_of(device: _device_cls) -> tuple[Callable | None, frozenset]:
+    """The backend's ``matmul_epilogue`` hook (None when it has none) and the activations it
+    fuses (the capability ``matmul_epilogues``; empty without the hook)."""
+    backend = backend_of(device)
+    own = hook(backend, "matmul_epilogue")
+    return own, (capability(backend, "matmul_epilogues") if own is not None else frozenset())
+
+
+def matrix_engine(device: _device_cls) -> str:
+    """What computes ``device``'s matrix products, in words (``python -m tensorplay info``)."""
+    return capability(backend_of(device), "matrix_engine")
 
 
 def elementwise_hook(device: _device_cls) -> Callable | None:
     """The backend's ``elementwise_kernel(op, compute, kinds, out)`` (cuda: cached raw kernels
     that launch cheaper than CuPy's ufuncs), or None (the ops call ``xp`` ufuncs)."""
     return hook(backend_of(device), "elementwise_kernel")
+
+
+def elementwise_program_hook(device: _device_cls) -> Callable | None:
+    """The backend's ``elementwise_program(steps, compute, kinds, out)`` (cuda: one raw kernel
+    per chain of elementwise ops), or None."""
+    return hook(backend_of(device), "elementwise_program")
 
 
 def sum_hook(device: _device_cls) -> Callable | None:

@@ -29,6 +29,7 @@ from .._runtime import dispatch as _dispatch
 from .._runtime.device import CPU
 from .. import _dtype
 from .._runtime import writes as _writes
+from . import rewrite as _rewrite
 from .tensor import Tensor
 from .transfer import check_no_overlap
 
@@ -125,7 +126,7 @@ _ARRAY, _ITEM, _RAW, _CAST = 0, 1, 2, 3
 class _Plan:
     __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
                  "mixed", "ufunc", "kwargs", "fast", "check_divisor", "xp",
-                 "formula", "scalar_type", "arrays_only")
+                 "formula", "scalar_type", "arrays_only", "native", "plain_operands")
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
     tp_arguments_only = True
@@ -211,6 +212,14 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
             limits.append(_weak_scalar_limits(type(value), compute))
     plan.kinds, plan.limits = tuple(kinds), tuple(limits)
     plan.arrays_only = all(k == _ARRAY for k in kinds)
+    # what a fused chain of elementwise ops needs (Note [fusion rewrite] in rewrite.py): the
+    # op's name among the backend's kernels, and operands that are contiguous arrays of the
+    # result's shape and dtype or plain numbers
+    plan.native = native if isinstance(native, str) else \
+        (op if formula is None and type(ufunc_name) is str and not extra_kwargs else None)
+    plan.plain_operands = all(
+        k == _CAST or (k == _ARRAY and v.dtype is result and v.shape == shape
+                       and v.is_contiguous()) for k, v in zip(kinds, operands))
     plan.mixed = not all(d == compute.numpy for d in value_dtypes)
     plan.fast = None
     plan.scalar_type = compute.numpy.type
@@ -267,6 +276,8 @@ def _weak_scalar_limits(kind, compute: _dtype.dtype):
 
 def _execute(plan: _Plan, operands, out):
     """Launch ``plan`` over these operand values (Note [elementwise plans])."""
+    if _rewrite.active is not None and out is None:   # Note [fusion rewrite]
+        return _rewrite.active.run(plan, operands, lambda: _execute(plan, operands, None))
     device = plan.device
     values = []
     if plan.arrays_only:   # the common case: tensors on the op's device

@@ -1,8 +1,14 @@
-"""Matrix products: ``matmul`` (``@``), ``mm``, ``bmm``, ``dot``, ``addmm``, ``outer``.
+"""Matrix products: ``matmul`` (``@``), ``mm``, ``bmm``, ``dot``, ``addmm``, ``outer``, ``linear``,
+and the float32 precision setting.
 
-Shapes follow PyTorch's rules and are checked from metadata alone; the product is ONE kernel
-through the backend's ``matmul`` (``_dispatch.matmul_of``: cuda's works during stream capture
-too), computing float16/bfloat16 in float32 and rounding once.
+Shapes follow PyTorch's rules and are checked from metadata alone; the product is ONE call of
+the backend's ``matmul`` (``_dispatch.matmul_of``: cuda's is cuBLASLt, eager and captured),
+float16/bfloat16 accumulating in float32 and rounding once.
+
+:func:`fused_matmul` computes ``activation(a @ b + bias)``: where the backend fuses the bias and
+activation into the product (``matmul_epilogue``; cuda: cuBLASLt's BIAS, RELU_BIAS and GELU_BIAS
+epilogues) it is one call, otherwise the product, then the bias add and the activation as ops of
+their own. ``linear`` and ``tp.compile``'s fusion pass use it.
 """
 
 from __future__ import annotations
@@ -13,20 +19,49 @@ import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
-from . import elementwise as _ops
+from . import activations as _activations, elementwise as _ops, rewrite as _rewrite
 from .join import _tensor_arg
-from .reductions import _accumulate
 from .tensor import Tensor
 
 __all__ = ["matmul", "mm", "bmm", "dot", "addmm", "outer"]
+
+_PRECISIONS = ("highest", "high", "medium")
+_precision = "highest"
+
+
+def set_float32_matmul_precision(precision: str) -> None:
+    """How float32 matrix products compute, with PyTorch's meaning: "highest" (full float32,
+    the default), "high" (TF32 tensor cores, about 10 mantissa bits per input) or "medium"
+    (bfloat16 tensor cores). Products of other dtypes are unaffected. Backends without such
+    units (host, sim) always compute in full float32.
+
+    Raises:
+        TypeError: ``precision`` is not a str.
+        RuntimeError: it is not one of the three names.
+    """
+    global _precision
+    if not isinstance(precision, str):
+        raise TypeError(f"set_float32_matmul_precision() expects a str, got "
+                        f"{type(precision).__name__}")
+    if precision not in _PRECISIONS:
+        raise RuntimeError(f"Invalid precision {precision!r}: expected one of "
+                           f"{', '.join(map(repr, _PRECISIONS))}")
+    if precision != _precision:
+        _precision = precision
+        _plans.clear()
+
+
+def get_float32_matmul_precision() -> str:
+    """The current float32 matrix-product precision ("highest", "high" or "medium")."""
+    return _precision
 
 TENSOR_METHODS = ("matmul", "mm", "bmm", "dot", "addmm", "outer")
 
 
 def _same_dtype(op: str, a: Tensor, b: Tensor) -> None:
     if a.dtype is not b.dtype:
-        raise RuntimeError(f"{op}: expected both operands to have the same dtype, got "
-                           f"{a.dtype.name} and {b.dtype.name}")
+        raise RuntimeError(f"{op}: expected mat1 and mat2 to have the same dtype, but got: "
+                           f"{a.dtype.name} != {b.dtype.name}")
     if a.dtype is _dtype.bool:
         raise RuntimeError(f"{op}: bool tensors are not supported; convert them first")
 
@@ -53,7 +88,7 @@ class _ProductPlan:
     """What a product over one pair of operand signatures decides before it launches (as Note
     [elementwise plans] in ``elementwise.py``)."""
 
-    __slots__ = ("op", "device", "shape", "dtype", "compute", "exact", "matmul")
+    __slots__ = ("op", "device", "shape", "dtype", "precision", "matmul")
 
 
 _plans: dict = {}
@@ -64,8 +99,12 @@ def _plan_product(op: str, a: Tensor, b: Tensor, shape) -> _ProductPlan:
     plan.op, plan.shape, plan.dtype = op, tuple(shape), a.dtype
     plan.device = _ops._operand_device([a, b], op)
     _dispatch.check_dtype_supported(plan.device, a.dtype)
-    plan.compute = _accumulate(a.dtype).numpy
-    plan.exact = plan.compute == a.dtype.numpy
+    if plan.device.type != "cpu" and not (a.dtype.is_floating_point or a.dtype.is_complex):
+        raise NotImplementedError(
+            f"{op}: products of {a.dtype.name} tensors are not implemented on "
+            f"{plan.device.type} (as in PyTorch, whose CUDA matmul is \"addmm_cuda\" not "
+            f"implemented for integer types); multiply floating tensors, or on cpu")
+    plan.precision = _precision if a.dtype is _dtype.float32 else "highest"
     plan.matmul = _dispatch.matmul_of(plan.device)
     return plan
 
@@ -75,17 +114,9 @@ def _launch_matmul(op: str, a: Tensor, b: Tensor, shape, plan=None) -> Tensor:
         plan = _plan_product(op, a, b, shape)
     device = plan.device
     out = _dispatch.empty(device, plan.shape, plan.dtype)
-    left, right = a._data, b._data
-    if plan.exact:
-        kernel = functools.partial(plan.matmul, left, right, out=out)
-    else:
-        kernel = functools.partial(_widened_product, plan.matmul, plan.compute, left, right, out)
+    kernel = functools.partial(plan.matmul, a._data, b._data, out, plan.precision)
     _dispatch.launch(device, _dispatch.named(op, kernel, shape=plan.shape))
     return Tensor._make(out, device, plan.dtype)
-
-
-def _widened_product(matmul, compute, left, right, out) -> None:
-    out[...] = matmul(left.astype(compute), right.astype(compute))
 
 
 def matmul(input, other) -> Tensor:
@@ -96,6 +127,8 @@ def matmul(input, other) -> Tensor:
         RuntimeError: for 0-d operands, mismatched inner sizes or batch shapes (naming both
             shapes), or operands of different dtypes.
     """
+    if _rewrite.active is not None:   # Note [fusion rewrite]
+        return _rewrite.active.run("matmul", (input, other), lambda: matmul(input, other))
     if type(input) is Tensor and type(other) is Tensor and input._guard is None and \
             other._guard is None:
         key = (_ops._signature(input), _ops._signature(other))
@@ -168,3 +201,115 @@ def outer(input, vec2) -> Tensor:
         raise RuntimeError(f"outer: expected two 1-D tensors, got shapes {a.shape} and "
                            f"{b.shape}")
     return _ops.binary("mul", a.unsqueeze(1), b.unsqueeze(0))
+
+
+# -- products with a bias and an activation ------------------------------------------------------
+#: The activations :func:`fused_matmul` takes, as the tensor-level ops that apply them unfused.
+ACTIVATIONS = {
+    None: None,
+    "relu": _activations.relu,
+    "gelu": _activations.gelu,
+    "gelu_tanh": lambda x: _activations.gelu(x, approximate="tanh"),
+    "silu": _activations.silu,
+}
+
+
+def fused_matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str | None,
+                 op: str = "matmul") -> Tensor:
+    """``activation(a @ b + bias)`` (``bias`` None: no add), ``a @ b`` with matmul's rules and
+    the bias broadcasting against the product. One backend call where the backend fuses that
+    bias and activation (``matmul_epilogue``), else two or three ops.
+
+    Raises:
+        RuntimeError: as :func:`matmul`, or a bias of another dtype or a shape that does not
+            broadcast to the product's.
+        ValueError: an activation that is not one of :data:`ACTIVATIONS`.
+    """
+    if activation not in ACTIVATIONS:
+        raise ValueError(f"{op}: unknown activation {activation!r}; valid: "
+                         f"{', '.join(repr(k) for k in ACTIVATIONS)}")
+    _same_dtype(op, a, b)
+    shape = _matmul_shape(a.shape, b.shape)
+    if bias is not None and bias.dtype is not a.dtype:
+        raise RuntimeError(f"{op}: expected the bias to have the operands' dtype "
+                           f"{a.dtype.name}, got {bias.dtype.name}")
+    plan = _plan_product(op, a, b, shape)
+    epilogue, fusable = _dispatch.matmul_epilogue_of(plan.device)
+    if (bias is not None and epilogue is not None and None in fusable and b.ndim > 1
+            and a.shape[-1] > 0 and a.dtype in _EPILOGUE_DTYPES and bias.shape == shape[-1:]
+            and bias.stride() == (1,) and bias.device == plan.device):
+        fused_activation = activation if activation in fusable else None
+        out = _dispatch.empty(plan.device, plan.shape, plan.dtype)
+        kernel = functools.partial(epilogue, a._data, b._data, out, bias._data,
+                                   fused_activation, plan.precision)
+        _dispatch.launch(plan.device, _dispatch.named(
+            f"{op}+bias" + (f"+{fused_activation}" if fused_activation else ""), kernel,
+            shape=plan.shape))
+        result = Tensor._make(out, plan.device, plan.dtype)
+        if fused_activation == activation:
+            return result
+    else:
+        result = _launch_matmul(op, a, b, shape, plan)
+        if bias is not None:
+            result = _ops.binary("add", result, bias)
+    apply = ACTIVATIONS[activation]
+    return result if apply is None else apply(result)
+
+
+_EPILOGUE_DTYPES = frozenset({_dtype.float16, _dtype.bfloat16, _dtype.float32})
+
+
+def linear(input, weight, bias=None) -> Tensor:
+    """``input @ weight.T + bias`` (PyTorch's ``nn.functional.linear``): ``input`` (*, in),
+    ``weight`` (out, in) or (in,), ``bias`` (out,) or broadcastable to the result. The transposed
+    weight is a view (no copy); on cuda the bias add runs inside the product (cuBLASLt's BIAS
+    epilogue).
+
+    Raises:
+        RuntimeError: as PyTorch's: the inner sizes differ ("mat1 and mat2 shapes cannot be
+            multiplied"), operands or bias of different dtypes, a 0-d operand, a weight of
+            more than 2 dimensions, a 1-D weight with a bias, or a bias that does not expand
+            to the result's shape.
+        NotImplementedError: integer operands on an accelerator (as PyTorch on CUDA).
+    """
+    if _rewrite.active is not None:   # Note [fusion rewrite]
+        return _rewrite.active.run("linear", (input, weight, bias),
+                                   lambda: linear(input, weight, bias))
+    x = _tensor_arg(input, "linear", "input")
+    w = _tensor_arg(weight, "linear", "weight")
+    b = None if bias is None else _tensor_arg(bias, "linear", "bias")
+    if w.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {w.ndim}D")
+    if x.ndim == 0 or w.ndim == 0:
+        raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "
+                           f"{x.ndim}D and {w.ndim}D")
+    if b is not None and w.ndim == 1:
+        raise RuntimeError("mat2 must be a matrix, got 1-D tensor")
+    if x.shape[-1] != w.shape[-1]:
+        rows = 1
+        for size in x.shape[:-1]:
+            rows *= size
+        w_shape = f"{w.shape[-1]}x{w.shape[0]}" if w.ndim == 2 else f"{w.shape[0]}x1"
+        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{x.shape[-1]} "
+                           f"and {w_shape})")
+    if b is not None:
+        if b.dtype is not x.dtype and x.dtype is w.dtype:
+            raise RuntimeError(f"self and mat2 must have the same dtype, but got "
+                               f"{b.dtype.name} and {w.dtype.name}")
+        _check_expands(b.shape, x.shape[:-1] + w.shape[:1])
+    return fused_matmul(x, w.T if w.ndim == 2 else w, b, None, "linear")
+
+
+def _check_expands(shape: tuple, target: tuple) -> None:
+    """PyTorch's rule for a bias added into a result: it expands to the result's shape (it does
+    not broadcast the result up)."""
+    if len(shape) > len(target):
+        raise RuntimeError(f"expand: the number of sizes provided ({len(target)}) must be "
+                           f"greater or equal to the number of dimensions in the tensor "
+                           f"({len(shape)}) (bias of shape {shape}, result {target})")
+    for position, (size, want) in enumerate(zip(reversed(shape), reversed(target))):
+        if size != want and size != 1:
+            dim = len(target) - 1 - position
+            raise RuntimeError(f"The expanded size of the tensor ({want}) must match the "
+                               f"existing size ({size}) at non-singleton dimension {dim}.  "
+                               f"Target sizes: {list(target)}.  Tensor sizes: {list(shape)}")

@@ -253,9 +253,21 @@ class OptionalHooks(Protocol):
     """Hooks a backend MAY offer. Each one's docstring says who asks for it and what happens
     without it (the fallback). Look them up with :func:`hook` / :func:`require_hook`."""
 
-    def matmul(self, a: Any, b: Any, out: Any = None) -> Any:
-        """``numpy.matmul(a, b, out=out)`` for ``xp`` arrays (cuda: one that also works while the
-        stream captures, where CuPy refuses cuBLAS). Fallback: ``xp.matmul``."""
+    def matmul(self, a: Any, b: Any, out: Any = None, precision: str = "highest") -> Any:
+        """``numpy.matmul(a, b, out=out)`` for ``xp`` arrays of one dtype (cuda: cuBLASLt, which
+        also works while the stream captures, where CuPy refuses cuBLAS). ``precision`` is
+        ``torch.set_float32_matmul_precision``'s ("highest", "high": TF32, "medium": bfloat16
+        tensor cores) and matters for float32 only; a backend may compute more exactly than
+        asked. ``out`` must not overlap ``a`` or ``b``. Fallback: ``xp.matmul``."""
+
+    def matmul_epilogue(self, a: Any, b: Any, out: Any, bias: Any, activation: str | None,
+                        precision: str = "highest") -> None:
+        """``out[...] = activation(a @ b + bias)`` in one call, for what the capability
+        ``matmul_epilogues`` lists: ``activation`` one of its members (None: bias only, "relu",
+        "gelu_tanh"), ``a`` and ``b`` float16, bfloat16 or float32 of one dtype, ``bias`` a
+        contiguous 1-D array of ``out``'s last dimension and dtype, ``out`` C-contiguous and the
+        inner dimension not empty. Fallback: ``matmul`` then the bias and activation as ops of
+        their own (``_tensor/linalg.py``)."""
 
     def erf(self, x: Any) -> Any:
         """The error function of a float ``xp`` array in one kernel. Fallback: composed from xp
@@ -272,6 +284,16 @@ class OptionalHooks(Protocol):
         touches only the memory it is called with and says so with the attribute
         ``tp_arguments_only = True`` (the while-body scan of ``_runtime/writes.py`` then looks at
         its arguments). Fallback (hook absent or None): the op calls ``xp`` ufuncs."""
+
+    def elementwise_program(self, steps: Any, compute: Any, kinds: str,
+                            out: Any) -> Callable | None:
+        """A launcher ``fn(*externals, out_array)`` of ONE cached kernel computing a chain of
+        elementwise ops in registers: ``steps`` is ``((op, refs), ...)``, each ``op`` a name
+        ``elementwise_kernel`` takes and each ref ``-1`` (the previous step's result) or the
+        index of an external operand; ``compute``, ``kinds`` and ``out`` as there. None when
+        it has no kernel for the chain. Marked ``tp_arguments_only`` as those are. Fallback:
+        one kernel closure runs the ops' ``xp`` forms one after the other
+        (``_tensor/rewrite.py``)."""
 
     def sum_kernel(self, compute: Any, out: Any) -> Callable | None:
         """A launcher ``fn(x, out_array)`` summing a C-contiguous array of ``compute`` dtype
@@ -305,7 +327,11 @@ OPTIONAL_HOOKS: frozenset[str] = frozenset(
 #: ``dlpack_device_types``: the DLPack device type codes (``__dlpack_device__()[0]``) whose data
 #: this backend's arrays can export and import; empty: no DLPack exchange (sim's memory is not
 #: visible to other libraries).
-CAPABILITIES: dict[str, Any] = {"dlpack_device_types": frozenset()}
+#: ``matmul_epilogues``: the activations the ``matmul_epilogue`` hook fuses (see it); empty: none.
+#: ``matrix_engine``: a line saying what computes matrix products (``python -m tensorplay info``).
+CAPABILITIES: dict[str, Any] = {"dlpack_device_types": frozenset(),
+                                "matmul_epilogues": frozenset(),
+                                "matrix_engine": "the array library's matmul (xp.matmul)"}
 
 
 def hook(backend: Any, name: str) -> Callable | None:

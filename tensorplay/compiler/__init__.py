@@ -21,14 +21,28 @@ __all__ = ["compile", "BACKENDS"]
 BACKENDS = ("cudagraphs", "eager")
 
 
-def compile(fn=None, *, backend: str = "cudagraphs", cache_size: int = 8):
+def compile(fn=None, *, backend: str = "cudagraphs", cache_size: int = 8, fuse: bool = True):
     """Compile ``fn`` with ``backend``.
+
+    What is fused ("cudagraphs", ``fuse=True``): the warm-up call records the ops it runs, and
+    the capture rewrites every ``matmul`` (``@``) whose result only feeds an ``add`` of a
+    same-dtype tensor (the bias), optionally followed by ``relu``, ``gelu`` (exact or tanh) or
+    ``silu`` of that sum, into one fused product (``x @ w + b`` then ``gelu`` is the usual
+    case; ``nn.functional.linear`` is fused the same way). On cuda that is one cuBLASLt call
+    with a BIAS, RELU_BIAS or GELU_BIAS (tanh GELU) epilogue, and for exact GELU or SiLU the
+    bias epilogue followed by one activation kernel; on sim it is the same ops computed by
+    NumPy. Intermediates that the function keeps (returns, stores, or looks at again) are not
+    fused away, and a capture that strays from the warm-up's sequence of ops is captured again
+    as written. Results equal the unfused ops within float tolerance (fused epilogues round
+    once instead of after each op). The compiled function's ``fused_products`` counts them.
 
     Args:
         fn: the function (tensors and plain values in, tensors or containers of them out).
         backend: "cudagraphs" or "eager".
         cache_size: for "cudagraphs", how many input signatures keep a captured graph; the
             least recently used is evicted (its graph reset) beyond that.
+        fuse: for "cudagraphs", whether to rewrite fusable products (above); False captures
+            the ops exactly as written.
 
     Returns:
         A callable with ``fn``'s signature (or a decorator when ``fn`` is omitted). Inputs that
@@ -47,7 +61,7 @@ def compile(fn=None, *, backend: str = "cudagraphs", cache_size: int = 8):
     if isinstance(cache_size, bool) or not isinstance(cache_size, int) or cache_size < 1:
         raise ValueError(f"cache_size must be an int >= 1, got {cache_size!r}")
     if fn is None:
-        return functools.partial(compile, backend=backend, cache_size=cache_size)
+        return functools.partial(compile, backend=backend, cache_size=cache_size, fuse=fuse)
     if not callable(fn):
         raise TypeError(f"compile() takes a callable, got {type(fn).__name__}")
     if backend == "eager":
@@ -55,4 +69,4 @@ def compile(fn=None, *, backend: str = "cudagraphs", cache_size: int = 8):
         def eager(*args, **kwargs):
             return fn(*args, **kwargs)
         return eager
-    return functools.wraps(fn)(CudaGraphsFunction(fn, cache_size))
+    return functools.wraps(fn)(CudaGraphsFunction(fn, cache_size, bool(fuse)))

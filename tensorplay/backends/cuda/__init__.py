@@ -12,7 +12,8 @@ How the pieces fit:
   the binding of CuPy's current stream to tensorplay's.
 - ``_kernels.py``: the one kernel cache, and tensorplay's NVRTC kernels (conditional-handle
   setter, fused staging).
-- ``_linalg.py``: the capture-safe ``matmul`` and one-kernel ``erf`` hooks.
+- ``_matmul.py``: matrix products through cuBLASLt (nvmath-python), eager and captured, with
+  fused bias/ReLU/GELU epilogues.
 - ``_graphs.py``: capture, if/while nodes, instantiate/launch bookkeeping, DOT dumps.
 - ``_stage_node.py``: the two staging kernel nodes of every capture and Note [fused staging],
   which ``stage_and_launch`` below implements.
@@ -54,7 +55,7 @@ except Exception as exc:  # noqa: BLE001 - reported by create_backend, kept by t
     _IMPORT_ERROR: BaseException | None = exc
 else:
     _IMPORT_ERROR = None
-    from . import _activations, _cupy_bridge, _elementwise, _graphs, _kernels, _linalg, _streams
+    from . import _activations, _cupy_bridge, _elementwise, _graphs, _kernels, _matmul, _streams
     from ._graphs import CudaExecutable, CudaGraph
 
     _ndarray, _MemoryPointer, _UnownedMemory = (cupy.ndarray, cupy.cuda.MemoryPointer,
@@ -88,6 +89,8 @@ class CudaBackend:
 
     def __init__(self):
         self.xp = cupy
+        self.matrix_engine = _matmul.ENGINE
+        self.matmul_epilogues = _matmul.EPILOGUES
         self._count: int | None = None
         self._properties: dict[int, dict] = {}
         self._supported: dict[int, frozenset] = {}
@@ -458,14 +461,23 @@ class CudaBackend:
         _graphs.to_dot(graph, str(path), bool(verbose))
 
     # -- optional hooks (backends.OptionalHooks) -------------------------------------------------
-    def matmul(self, a, b, out=None):
-        """``numpy.matmul`` for CuPy arrays that also works while the stream captures (cuBLAS
-        outside a capture, tensorplay's NVRTC GEMM inside one): :func:`._linalg.matmul`."""
-        return _linalg.matmul(a, b, out=out)
+    def matmul(self, a, b, out=None, precision: str = "highest"):
+        """``numpy.matmul`` for CuPy arrays, eager and while the stream captures (cuBLASLt
+        through nvmath-python): :func:`._matmul.matmul`."""
+        return _matmul.matmul(a, b, out, precision)
+
+    def matmul_epilogue(self, a, b, out, bias, activation, precision: str = "highest"):
+        """``out[...] = activation(a @ b + bias)`` in one cuBLASLt call:
+        :func:`._matmul.matmul_epilogue`."""
+        _matmul.matmul_epilogue(a, b, out, bias, activation, precision)
+
+    # both touch only the arrays they are given (and a fresh workspace): Note [write records]
+    matmul.tp_arguments_only = True  # type: ignore[attr-defined]
+    matmul_epilogue.tp_arguments_only = True  # type: ignore[attr-defined]
 
     def erf(self, x):
-        """The error function of a float CuPy array in one kernel: :func:`._linalg.erf`."""
-        return _linalg.erf(x)
+        """The error function of a float CuPy array in one kernel: :func:`._activations.erf`."""
+        return _activations.erf(x)
 
     def fuse(self, name: str, function):
         """``function`` (of CuPy arrays) as one kernel named ``name``: ``cupy.fuse``
@@ -491,6 +503,11 @@ class CudaBackend:
         op (cheaper to launch than CuPy's ufuncs), or None (the op calls CuPy's ufuncs):
         :func:`._elementwise.elementwise_kernel`."""
         return _elementwise.elementwise_kernel(op, compute, kinds, out)
+
+    def elementwise_program(self, steps, compute, kinds: str, out):
+        """A launcher ``fn(*externals, out_array)`` of ONE raw kernel running a chain of
+        elementwise ops, or None: :func:`._elementwise.elementwise_program`."""
+        return _elementwise.elementwise_program(steps, compute, kinds, out)
 
     def sum_kernel(self, compute, out):
         """A launcher ``fn(x, out_array)`` of a one-block sum of at most ``sum_kernel.limit``

@@ -1,4 +1,4 @@
-"""Softmax as three CuPy kernels for the cuda backend, whatever the dimension.
+"""Softmax as three CuPy kernels, and ``erf`` as one, for the cuda backend.
 
 The op layer (``_tensor/activations.py``) composes softmax from ``xp`` calls, which on CuPy would
 launch one kernel per call. Here :func:`softmax` ``(x, dim, out, log)`` is a
@@ -17,12 +17,15 @@ from __future__ import annotations
 
 import threading
 
+from typing import Any
+
 import cupy
 import numpy as np
 
+from . import _kernels as _kernel_cache
 from ._runtime import relaxed_capture_mode
 
-__all__ = ["softmax"]
+__all__ = ["softmax", "erf"]
 
 # per compute type: (C type, numpy name for kernel parameters, math functions, -inf literal)
 _DOUBLE = ("double", "float64", {"exp": "exp", "log": "log", "erf": "erf", "tanh": "tanh",
@@ -39,9 +42,13 @@ _warm: set[tuple] = set()
 _lock = threading.Lock()
 
 
+_BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which tensorplay imports first
+
+
 def _check_dtype(dtype, what: str) -> None:
     if dtype not in _COMPUTE:
-        raise TypeError(f"{what} needs a CuPy array of float16, float32 or float64, got {dtype}")
+        raise TypeError(f"{what} needs a CuPy array of float16, bfloat16, float32 or float64, "
+                        f"got {dtype}")
 
 
 def _build(key: tuple):
@@ -98,11 +105,18 @@ def softmax(x, dim: int, out, log: bool) -> None:
     the sum of ``exp(x - max)`` along ``dim`` (kept as size-1 dims, in the compute type), then
     the result.
 
+    bfloat16 is computed in float32 (a widened copy, then one rounding into ``out``).
+
     Raises:
         ValueError: ``out`` of another dtype or shape; ``dim`` out of range for ``x``.
-        TypeError: arrays that are not CuPy arrays of float16/float32/float64.
+        TypeError: arrays that are not CuPy arrays of float16/bfloat16/float32/float64.
     """
     _check_pair(x, out, "softmax")
+    if x.dtype == _BF16:
+        wide = cupy.empty(out.shape, np.float32)
+        softmax(x.astype(np.float32), dim, wide, log)
+        out[...] = wide
+        return
     _check_dtype(x.dtype, "softmax")
     if not -x.ndim <= dim < max(x.ndim, 1) or x.ndim == 0:
         raise ValueError(f"softmax: dim {dim} is out of range for {x.ndim} dimension(s)")
@@ -116,3 +130,48 @@ def softmax(x, dim: int, out, log: bool) -> None:
         total = sumexp(x, peak, axis=axis, keepdims=True)
         finish(x, peak, total, out)
     _run(keys, x.device.id, call)
+
+
+# -- erf --------------------------------------------------------------------------------------
+_ERF_SOURCES = {np.dtype(np.float16): "y = (T)erff((float)x)",
+                np.dtype(np.float32): "y = erff(x)", np.dtype(np.float64): "y = erf(x)"}
+def _make_erf(dtype: np.dtype):
+    """One elementwise kernel for ``dtype``: cupyx's erf ufunc where it keeps the dtype
+    (float32, float64; its float16 loop returns float64), else an ElementwiseKernel."""
+    kernel: Any = None
+    if dtype != np.float16:
+        try:
+            # untyped cupyx: mypy sees a second definition of ``kernel``
+            from cupyx.scipy.special import erf as kernel  # type: ignore[no-redef]
+        except Exception:  # noqa: BLE001 - cupyx missing or broken: use our own
+            kernel = None
+    if kernel is None:
+        kernel = cupy.ElementwiseKernel("T x", "T y", _ERF_SOURCES[dtype], f"tp_erf_{dtype.char}")
+    return kernel
+
+
+def erf(x):
+    """The error function of a float16/float32/float64 CuPy array: one elementwise kernel.
+
+    Returns:
+        A new array of ``x``'s dtype and shape (from CuPy's allocator, so capture-safe). float16
+        is computed in float32 (``erff``) and rounded once.
+
+    Raises:
+        TypeError: ``x`` is not a CuPy array of float16, float32 or float64.
+
+    .. note:: The first call per dtype and device compiles and loads the kernel; during a capture
+       that load runs under relaxed capture mode.
+    """
+    dtype: Any = getattr(x, "dtype", None)
+    if not isinstance(x, cupy.ndarray) or dtype not in _ERF_SOURCES:
+        kind = f"a CuPy array of {dtype}" if isinstance(x, cupy.ndarray) else type(x).__name__
+        raise TypeError(f"erf needs a CuPy array of float16, float32 or float64, got {kind}")
+    key = f"tp_erf_{dtype.char}"
+    if _kernel_cache.is_warm(key, x.device.id):
+        return _kernel_cache.cached(key, None)(x)   # made by the warm-up below
+    # the first call per device imports, compiles and loads under relaxed capture mode
+    y = _kernel_cache.warm(
+        key, x.device.id, lambda: _kernel_cache.cached(key, lambda: _make_erf(dtype))(x))
+    # None: another thread warmed it
+    return _kernel_cache.cached(key, None)(x) if y is None else y

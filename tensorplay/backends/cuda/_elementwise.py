@@ -29,7 +29,8 @@ import numpy as np
 from . import _elementwise_source as _source
 from . import _kernels
 
-__all__ = ["elementwise_kernel", "sum_kernel", "ensure", "SUM_SMALL_LIMIT", "BLOCK", "GRID_CAP"]
+__all__ = ["elementwise_kernel", "elementwise_program", "sum_kernel", "ensure", "SUM_SMALL_LIMIT",
+           "BLOCK", "GRID_CAP"]
 
 SUM_SMALL_LIMIT = _source.SUM_SMALL_LIMIT   #: the most elements a :func:`sum_kernel` launcher takes
 BLOCK = 256      #: threads per block of the elementwise kernels
@@ -97,11 +98,17 @@ def _launcher(kernel, count: int) -> Callable:
             entry = get(out.size) or _geometry(out.size)
             if entry is not None:
                 kernel(entry[0], block, (x, y, out, entry[1]))
-    else:
+    elif count == 3:
         def launch(c, x, y, out):
             entry = get(out.size) or _geometry(out.size)
             if entry is not None:
                 kernel(entry[0], block, (c, x, y, out, entry[1]))
+    else:   # fused chains: any number of operands
+        def launch(*args):
+            out = args[-1]
+            entry = get(out.size) or _geometry(out.size)
+            if entry is not None:
+                kernel(entry[0], block, (*args, entry[1]))
     return launch
 
 
@@ -146,14 +153,35 @@ def elementwise_kernel(op: str, compute: np.dtype, kinds: str, out: np.dtype) ->
     return None if launch is _UNSUPPORTED else launch
 
 
-def _build(op: str, compute, kinds: str, out):
-    source = _source.kernel_source(op, compute, kinds, out)
+def elementwise_program(steps, compute: np.dtype, kinds: str, out: np.dtype) -> Callable | None:
+    """A launcher of ONE cached kernel running a chain of elementwise ops, or None.
+
+    ``steps``, ``compute``, ``kinds`` and ``out`` as :func:`._elementwise_source.program_source`
+    takes them (``tp.compile``'s fusion of elementwise chains builds them). The launcher is
+    ``fn(*externals, out_array)`` and behaves as :func:`elementwise_kernel`'s.
+    """
+    steps = tuple((op, tuple(refs)) for op, refs in steps)
+    key = ("chain", steps, compute, kinds, out)
+    launch = _kernels._cache.get(key)
+    if launch is None:
+        launch = _kernels.cached(key, lambda: _build(steps, compute, kinds, out))
+    return None if launch is _UNSUPPORTED else launch
+
+
+def _build(op, compute, kinds: str, out):
+    """The launcher for one op (``op`` a name) or a chain (``op`` the steps of a program)."""
+    if isinstance(op, str):
+        source = _source.kernel_source(op, compute, kinds, out)
+        name = _source.kernel_name(op, compute, kinds, out) if source else ""
+    else:
+        source = _source.program_source(op, compute, kinds, out)
+        name = _source.program_name(op, compute, kinds, out) if source else ""
     if source is None:
         return _UNSUPPORTED
     compute, out = np.dtype(compute), np.dtype(out)
     halves = bool({compute, out} & _source.HALF_DTYPES)
     key = ("ew-kernel", op, compute, kinds, out)
-    kernel = _make(key, source, _source.kernel_name(op, compute, kinds, out), halves)
+    kernel = _make(key, source, name, halves)
     if kernel is _UNSUPPORTED:
         return _UNSUPPORTED
     launch = _launcher(kernel, len(kinds))

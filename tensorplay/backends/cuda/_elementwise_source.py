@@ -12,7 +12,6 @@ What a kernel computes (PyTorch's semantics):
   ``cvt`` for float16, round-to-nearest-even bit arithmetic for bfloat16), so the source needs
   no ``cuda_fp16.h``/``cuda_bf16.h``: those headers need the CUDA toolkit's include path at
   NVRTC time (and, since CUDA 12.2, the runtime headers too), which a pip-only install lacks.
-  ``backends/cuda/_linalg.py``'s GEMM loads float16 the same way.
 - Integer ``add sub mul neg abs`` wrap (computed in the unsigned type: signed overflow is
   undefined behaviour in C++); integer division is not generated.
 - ``maximum``/``minimum`` (and ``relu``, which is ``maximum(x, 0)``) propagate NaN, as
@@ -22,11 +21,14 @@ What a kernel computes (PyTorch's semantics):
 
 from __future__ import annotations
 
+import hashlib
+
 import ml_dtypes
 import numpy as np
 
 __all__ = ["OPS", "SUM_SMALL_LIMIT", "SUM_NAME", "HALF_DTYPES", "kernel_source", "kernel_name",
-           "sum_source", "sum_accumulator", "result_dtype", "arity"]
+           "program_source", "program_name", "sum_source", "sum_accumulator", "result_dtype",
+           "arity"]
 
 SUM_SMALL_LIMIT = 1 << 16   #: the most elements one single-block sum kernel is given
 
@@ -197,35 +199,92 @@ def kernel_source(op: str, compute, kinds: str, out) -> str | None:
         conversion (see :func:`result_dtype`).
     """
     count = _ARITY.get(op)
+    if count is None:
+        return None
+    return program_source(((op, tuple(range(count))),), compute, kinds, out,
+                          kernel_name(op, compute, kinds, out) if _normalize(compute, out)
+                          else "")
+
+
+def program_name(steps, compute, kinds: str, out) -> str:
+    """The ``extern "C"`` name of :func:`program_source`'s kernel for these arguments."""
+    text = repr((tuple(steps), np.dtype(compute).name, kinds, np.dtype(out).name))
+    return "tp_chain_" + hashlib.sha1(text.encode()).hexdigest()[:16]
+
+
+def program_source(steps, compute, kinds: str, out, name: str | None = None) -> str | None:
+    """The CUDA source of ONE kernel running a chain of elementwise ops, or None when some step
+    or the combination is not supported (then nothing is generated).
+
+    Args:
+        steps: ``((op, refs), ...)`` in order; ``op`` one of :data:`OPS`, ``refs`` one per
+            operand: ``-1`` for the previous step's result, ``k >= 0`` for external operand
+            ``k``. Every step but the last must give ``compute`` (no comparison).
+        compute: the dtype of every external operand (``where``'s condition excepted: bool) and
+            of every step's arithmetic, as :func:`kernel_source` takes it.
+        kinds: one letter per external operand, ``"a"`` (a C-contiguous array of the output's
+            shape) or ``"s"`` (a scalar by value), as :func:`kernel_source` takes them.
+        out: the output array's dtype (the last step's result is stored into it once).
+        name: the kernel's name (default :func:`program_name`).
+
+    Returns:
+        Source defining ``extern "C" __global__ void NAME(externals..., OUT* out, long long
+        n)``: every step computes in registers, only the last result is stored.
+    """
     dtypes = _normalize(compute, out)
-    if count is None or dtypes is None or not isinstance(kinds, str) or len(kinds) != count \
-            or set(kinds) - {"a", "s"}:
+    if dtypes is None or not isinstance(kinds, str) or set(kinds) - {"a", "s"} or not steps:
         return None
     compute, out = dtypes
     if compute not in _ALL or out not in _ALL:
         return None
-    expression = _expression(op, compute)
-    result = result_dtype(op, compute)
-    if expression is None or not _storable(result, out):
-        return None
-    operand_dtypes = [compute] * count
-    names = ["a", "b"][:count]
-    if op == "where":
-        if kinds[0] != "a":
+    external_dtypes: list = [None] * len(kinds)
+    body = []
+    result = compute
+    for j, (op, refs) in enumerate(steps):
+        count = _ARITY.get(op)
+        expression = _expression(op, compute) if count is not None else None
+        if expression is None or len(refs) != count or (j and result != compute):
             return None
-        operand_dtypes[0] = _BOOL
-        names = ["c", "a", "b"]
+        names = ["c", "a", "b"] if op == "where" else ["a", "b"][:count]
+        operand_dtypes = [_BOOL, compute, compute] if op == "where" else [compute] * count
+        locals_ = []
+        for position, (ref, name_, dtype) in enumerate(zip(refs, names, operand_dtypes)):
+            condition = op == "where" and position == 0
+            if ref == -1:
+                if not j or dtype != result:
+                    return None
+                source = f"r{j - 1}"
+            elif 0 <= ref < len(kinds):
+                known = external_dtypes[ref]   # (never compare a dtype with None: it is float64)
+                if (known is not None and known != dtype) or (condition and kinds[ref] != "a"):
+                    return None
+                external_dtypes[ref] = dtype
+                source = f"e{ref}"
+            else:
+                return None
+            locals_.append(f"const {_CTYPES[dtype][1]} {name_} = {source};")
+        result = result_dtype(op, compute)
+        body.append(f"        {_CTYPES[result][1]} r{j}; {{ {' '.join(locals_)} "
+                    f"r{j} = {expression}; }}")
+    if any(dtype is None for dtype in external_dtypes) or not _storable(result, out):
+        return None
+    local_names = [f"e{k}" for k in range(len(kinds))]
+    final = f"r{len(steps) - 1}"
+    op, refs = steps[0]
+    if len(steps) == 1 and tuple(refs) == tuple(range(len(kinds))):
+        # one op over its operands in order: they load straight into the expression's names
+        local_names = ["c", "a", "b"] if op == "where" else ["a", "b"][:len(kinds)]
+        body, final = [f"        const {_CTYPES[result][1]} r = {_expression(op, compute)};"], "r"
     params, hoisted, loaded = [], [], []
-    for k, (kind, dtype, name) in enumerate(zip(kinds, operand_dtypes, names)):
+    for k, (kind, dtype, local) in enumerate(zip(kinds, external_dtypes, local_names)):
         store_type, local_type, _ = _CTYPES[dtype]
         if kind == "a":
             params.append(f"const {store_type}* __restrict__ p{k}")
-            loaded.append(f"        const {local_type} {name} = {_load(dtype, f'p{k}[i]')};")
+            loaded.append(f"        const {local_type} {local} = {_load(dtype, f'p{k}[i]')};")
         else:   # a scalar: converted once, before the loop
             params.append(f"const {store_type} v{k}")
-            hoisted.append(f"    const {local_type} {name} = {_load(dtype, f'v{k}')};")
-    result_ctype = _CTYPES[result][1]
-    name = kernel_name(op, compute, kinds, out)
+            hoisted.append(f"    const {local_type} {local} = {_load(dtype, f'v{k}')};")
+    name = name or program_name(steps, compute, kinds, out)
     lines = [
         _HELPERS,
         f'extern "C" __global__ void {name}(',
@@ -234,8 +293,8 @@ def kernel_source(op: str, compute, kinds: str, out) -> str | None:
         "    const tp_i64 stride = (tp_i64)gridDim.x * blockDim.x;",
         "    for (tp_i64 i = (tp_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {",
         *loaded,
-        f"        const {result_ctype} r = {expression};",
-        f"        out[i] = {_store(result, out, 'r')};",
+        *body,
+        f"        out[i] = {_store(result, out, final)};",
         "    }",
         "}",
         "",

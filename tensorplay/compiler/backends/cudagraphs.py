@@ -32,8 +32,9 @@ import logging
 from collections import OrderedDict
 
 from ... import accelerator
-from ..._runtime import writes as _writes
+from ..._runtime import dispatch as _dispatch, writes as _writes
 from ..._runtime.select import accelerator_backend
+from ..._tensor import linalg as _linalg, rewrite as _rewrite
 from ..._tensor.tensor import Tensor
 
 log = logging.getLogger("tensorplay.compiler")
@@ -76,9 +77,11 @@ class _Entry:
     inputs (``returned_inputs[k]``: the index of the input output ``k`` is, or None)."""
 
     __slots__ = ("graph", "static_inputs", "static_outputs", "output_spec", "write_back",
-                 "returned_inputs", "output_spans", "generation", "hazard_logged")
+                 "returned_inputs", "output_spans", "generation", "hazard_logged", "fused")
 
-    def __init__(self, graph, static_inputs, static_outputs, output_spec, writes):
+    def __init__(self, graph, static_inputs, static_outputs, output_spec, writes,
+                 fused: tuple[int, int]):
+        self.fused = fused   # (products, chains)
         self.graph = graph
         self.static_inputs = static_inputs
         self.static_outputs = static_outputs
@@ -124,8 +127,9 @@ def _output_guard(entry: _Entry, generation: int, call_number: int):
 class CudaGraphsFunction:
     """A function compiled with the cudagraphs backend (see the module docstring)."""
 
-    def __init__(self, fn, cache_size: int):
+    def __init__(self, fn, cache_size: int, fuse: bool = True):
         self._fn = fn
+        self._fuse = fuse
         self._cache_size = cache_size
         self._entries: OrderedDict = OrderedDict()
         self._eager: dict = {}
@@ -137,6 +141,18 @@ class CudaGraphsFunction:
     def cache_info(self) -> dict:
         """``{"graphs": n, "eager": m, "calls": k}``: captured and eager signatures."""
         return {"graphs": len(self._entries), "eager": len(self._eager), "calls": self._calls}
+
+    @property
+    def fused_products(self) -> int:
+        """How many fused products (matmul + bias [+ activation], see ``tp.compile``) the cached
+        graphs hold."""
+        return sum(entry.fused[0] for entry in self._entries.values())
+
+    @property
+    def fused_chains(self) -> int:
+        """How many fused chains of elementwise ops (see ``tp.compile``) the cached graphs
+        hold."""
+        return sum(entry.fused[1] for entry in self._entries.values())
 
     def __call__(self, *args, **kwargs):
         self._calls += 1
@@ -156,9 +172,11 @@ class CudaGraphsFunction:
         reason = self._uncapturable_reason(tensors)
         if reason is not None:
             return self._run_eagerly(signature, reason, args, kwargs)
-        result = self._fn(*args, **kwargs)  # warm-up: also this call's result
+        recorder = _rewrite.Recorder(_dispatch.current_native_stream(tensors[0].device))
+        with recorder:
+            result = self._fn(*args, **kwargs)  # warm-up: also this call's result
         try:
-            entry = self._capture(signature, args, kwargs, tensors)
+            entry = self._capture(signature, tensors, recorder)
         except RuntimeError as error:
             self._eager[signature] = str(error)
             log.warning("tensorplay.compile(%s): running eagerly for this signature: the "
@@ -200,7 +218,22 @@ class CudaGraphsFunction:
             return f"its tensors are on more than one device ({names})"
         return None
 
-    def _capture(self, signature, args, kwargs, tensors) -> _Entry:
+    def _capture(self, signature, tensors, recorder: _rewrite.Recorder) -> _Entry:
+        """Capture with the warm-up's fusable groups rewritten (Note [fusion rewrite] in
+        ``_tensor/rewrite.py``); should the capture stray from the warm-up, capture again as
+        written."""
+        groups = recorder.groups() if self._fuse else {}
+        if groups:
+            rewriter = _rewrite.Rewriter(recorder, groups, _linalg.fused_matmul,
+                                         tensors[0].device)
+            try:
+                return self._capture_once(signature, tensors, rewriter)
+            except _rewrite.FusionMismatch as why:
+                log.info("tensorplay.compile(%s): capturing without fusion: %s", self._name,
+                         why)
+        return self._capture_once(signature, tensors, None)
+
+    def _capture_once(self, signature, tensors, rewriter: _rewrite.Rewriter | None) -> _Entry:
         device = tensors[0].device
         if self._pool is None:
             self._pool = accelerator.graph_pool_handle()
@@ -211,10 +244,16 @@ class CudaGraphsFunction:
             static_kwargs = _rebuild(signature[1], static_iter)
             graph = accelerator.Graph(pool=self._pool)
             with _writes.recording() as writes, graph:
-                outputs = self._fn(*static_args, **static_kwargs)
+                if rewriter is None:
+                    outputs = self._fn(*static_args, **static_kwargs)
+                else:
+                    with rewriter:
+                        outputs = self._fn(*static_args, **static_kwargs)
+                    rewriter.check_complete()
             out_tensors: list = []
             output_spec = _flatten(outputs, out_tensors, [])
-        return _Entry(graph, static_inputs, out_tensors, output_spec, writes)
+        return _Entry(graph, static_inputs, out_tensors, output_spec, writes,
+                      (rewriter.products, rewriter.chains) if rewriter is not None else (0, 0))
 
     def _replay(self, entry: _Entry, tensors):
         entry.graph.stage_and_launch(entry.static_inputs, tensors, _write_back=entry.write_back)

@@ -1,0 +1,76 @@
+"""Where the eager MLP's host time goes on the GPU machine: per-op host costs of one layer's ops
+(tensorplay, CuPy, torch side by side) and a cProfile of the tensorplay forward."""
+
+import cProfile
+import io
+import pstats
+import time
+
+import cupy
+import numpy as np
+import torch
+
+import tensorplay as tp
+
+W, B, L = 512, 8, 4
+
+
+def host_us(fn, calls=2000, repeats=5):
+    for _ in range(50):
+        fn()
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, time.perf_counter() - start)
+        tp.accelerator.synchronize()
+        torch.cuda.synchronize()
+    return best / calls * 1e6
+
+
+x = tp.randn(B, W, device="cuda")
+w = tp.randn(W, W, device="cuda")
+b = tp.randn(W, device="cuda")
+h = x @ w
+cx, cw, cb, ch = (cupy.asarray(np.asarray(t.cpu().numpy())) for t in (x, w, b, h))
+tx, tw, tb, th = (torch.as_tensor(t.cpu().numpy(), device="cuda") for t in (x, w, b, h))
+from tensorplay._tensor.linalg import linear  # noqa: E402
+
+cases = [
+    ("x @ w", lambda: x @ w, lambda: cupy.matmul(cx, cw), lambda: tx @ tw),
+    ("h + b (bias broadcast)", lambda: h + b, lambda: ch + cb, lambda: th + tb),
+    ("h + h", lambda: h + h, lambda: ch + ch, lambda: th + th),
+    ("gelu(h)", lambda: tp.gelu(h), None, lambda: torch.nn.functional.gelu(th)),
+    ("linear(x, w, b)", lambda: linear(x, w, b), None,
+     lambda: torch.nn.functional.linear(tx, tw, tb)),
+    ("empty(8, 512)", lambda: tp.empty(B, W, device="cuda"), lambda: cupy.empty((B, W)),
+     lambda: torch.empty(B, W, device="cuda")),
+]
+print(f"{'op':28s} {'tensorplay':>11s} {'cupy':>9s} {'torch':>9s}  (us host per call)")
+for name, ours, cupys, torchs in cases:
+    row = [host_us(ours), host_us(cupys) if cupys else float("nan"), host_us(torchs)]
+    print(f"{name:28s} {row[0]:11.2f} {row[1]:9.2f} {row[2]:9.2f}")
+
+ws = [tp.randn(W, W, device="cuda") * W ** -0.5 for _ in range(L)]
+bs = [tp.zeros(W, device="cuda") for _ in range(L)]
+
+
+def forward(x):
+    for w, b in zip(ws, bs):
+        x = tp.gelu(x @ w + b)
+    return x
+
+
+for _ in range(50):
+    forward(x)
+tp.accelerator.synchronize()
+profile = cProfile.Profile()
+profile.enable()
+for _ in range(300):
+    forward(x)
+tp.accelerator.synchronize()
+profile.disable()
+text = io.StringIO()
+pstats.Stats(profile, stream=text).sort_stats("tottime").print_stats(30)
+print(text.getvalue()[:6000])

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One GPU session in one call: install, info, the conformance suite and backend tests on cuda,
 # then the benchmark suite. Everything lands under $OUT (the device tool brings it back).
-# Usage: bash benchmarks/gpu_check.sh [all|tests|bench|quick|probe|eager|matmul] [pytest args...]
+# Usage: bash benchmarks/gpu_check.sh [all|check|tests|bench|quick|probe|eager|matmul] [pytest args]
+# check: the elementwise check, the MLP probes and the conformance suite (fits one 10-min call)
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
@@ -18,11 +19,11 @@ python3 -m tensorplay info 2>&1 | tee -a "$OUT/info.txt"
 if [ "$what" = probe ] || [ "$what" = eager ]; then
   timeout 200 python3 benchmarks/eager_probe.py 2>&1 | tee "$OUT/eager_probe.txt"
 fi
-if [ "$what" = eager ] || [ "$what" = all ]; then
+if [ "$what" = eager ] || [ "$what" = all ] || [ "$what" = check ]; then
   timeout 240 python3 benchmarks/check_cuda_elementwise.py --quick > "$OUT/check_cuda_elementwise.txt" 2>&1
   echo "check_cuda_elementwise exit $?"; tail -25 "$OUT/check_cuda_elementwise.txt"
 fi
-if [ "$what" = matmul ] || [ "$what" = all ]; then
+if [ "$what" = matmul ] || [ "$what" = all ] || [ "$what" = check ]; then
   timeout 120 python3 benchmarks/mlp_probe.py > "$OUT/mlp_probe.txt" 2>&1; cat "$OUT/mlp_probe.txt"
   timeout 120 python3 benchmarks/profile_mlp.py > "$OUT/profile_mlp.txt" 2>&1; head -60 "$OUT/profile_mlp.txt"
 fi
@@ -40,8 +41,8 @@ if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \
     | tee "$OUT/quick.log" | tail -60
 fi
-if [ "$what" = all ] || [ "$what" = tests ] || [ "$what" = eager ]; then
-  timeout 300 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
+if [ "$what" = all ] || [ "$what" = tests ] || [ "$what" = eager ] || [ "$what" = check ]; then
+  timeout 380 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
     tests "$@" > "$OUT/conformance_cuda.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -60
   tail -3 "$OUT/conformance_cuda.log"
@@ -49,7 +50,7 @@ fi
 if [ "$what" = all ] || [ "$what" = bench ]; then
   timeout 60 python3 benchmarks/profile_eager.py > "$OUT/profile_eager.txt" 2>&1; grep -E "us per call" "$OUT/profile_eager.txt"
   timeout 60 python3 benchmarks/profile_graph_launch.py > "$OUT/profile_graph_launch.txt" 2>&1; grep -E "us host per call" "$OUT/profile_graph_launch.txt"
-  timeout 200 python3 -m tensorplay bench --json "$OUT/bench_h200.json" --plot "$OUT/bench_h200.png" \
+  timeout 400 python3 -m tensorplay bench --json "$OUT/bench_h200.json" --plot "$OUT/bench_h200.png" \
     2>"$OUT/bench_stderr.log" | tee "$OUT/bench_h200.txt"
   tail -5 "$OUT/bench_stderr.log"
 fi

@@ -214,17 +214,55 @@ ACTIVATIONS = {
 }
 
 
+class _FusedPlan:
+    """What ``activation(a @ b + bias)`` decides once per operand signature: the product's plan,
+    the backend's epilogue (None: product then ops) and what it fuses, the activation left to
+    apply as an op of its own, and the kernel's name."""
+
+    __slots__ = ("product", "epilogue", "fused", "apply", "name")
+
+
+_fused_plans: dict = {}
+
+
 def fused_matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str | None,
                  op: str = "matmul") -> Tensor:
     """``activation(a @ b + bias)`` (``bias`` None: no add), ``a @ b`` with matmul's rules and
     the bias broadcasting against the product. One backend call where the backend fuses that
-    bias and activation (``matmul_epilogue``), else two or three ops.
+    bias and activation (``matmul_epilogue``), else two or three ops. Planned once per operand
+    signature.
 
     Raises:
         RuntimeError: as :func:`matmul`, or a bias of another dtype or a shape that does not
             broadcast to the product's.
         ValueError: an activation that is not one of :data:`ACTIVATIONS`.
     """
+    for value in (a, b, bias):
+        if value is not None and value._guard is not None:
+            value._check_guard()
+    key = (_ops._signature(a), _ops._signature(b),
+           None if bias is None else _ops._signature(bias), activation, op, _precision)
+    plan = _fused_plans.get(key)
+    if plan is None:
+        plan = _plan_fused(op, a, b, bias, activation)
+        _dispatch.remember(_fused_plans, key, plan, 1024)
+    product = plan.product
+    if plan.epilogue is not None:
+        out = _dispatch.empty(product.device, product.shape, product.dtype)
+        kernel = functools.partial(plan.epilogue, a._data, b._data, out, bias._data,
+                                   plan.fused, product.precision)
+        _dispatch.launch(product.device, _dispatch.named(plan.name, kernel,
+                                                         shape=product.shape))
+        result = Tensor._make(out, product.device, product.dtype)
+    else:
+        result = _launch_matmul(op, a, b, None, product)
+        if bias is not None:
+            result = _ops.binary("add", result, bias)
+    return result if plan.apply is None else plan.apply(result)
+
+
+def _plan_fused(op: str, a: Tensor, b: Tensor, bias: Tensor | None,
+                activation: str | None) -> _FusedPlan:
     if activation not in ACTIVATIONS:
         raise ValueError(f"{op}: unknown activation {activation!r}; valid: "
                          f"{', '.join(repr(k) for k in ACTIVATIONS)}")
@@ -233,27 +271,20 @@ def fused_matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str | No
     if bias is not None and bias.dtype is not a.dtype:
         raise RuntimeError(f"{op}: expected the bias to have the operands' dtype "
                            f"{a.dtype.name}, got {bias.dtype.name}")
-    plan = _plan_product(op, a, b, shape)
-    epilogue, fusable = _dispatch.matmul_epilogue_of(plan.device)
+    plan = _FusedPlan()
+    plan.product = product = _plan_product(op, a, b, shape)
+    epilogue, fusable = _dispatch.matmul_epilogue_of(product.device)
     if (bias is not None and epilogue is not None and None in fusable and b.ndim > 1
             and a.shape[-1] > 0 and a.dtype in _EPILOGUE_DTYPES and bias.shape == shape[-1:]
-            and bias.stride() == (1,) and bias.device == plan.device):
-        fused_activation = activation if activation in fusable else None
-        out = _dispatch.empty(plan.device, plan.shape, plan.dtype)
-        kernel = functools.partial(epilogue, a._data, b._data, out, bias._data,
-                                   fused_activation, plan.precision)
-        _dispatch.launch(plan.device, _dispatch.named(
-            f"{op}+bias" + (f"+{fused_activation}" if fused_activation else ""), kernel,
-            shape=plan.shape))
-        result = Tensor._make(out, plan.device, plan.dtype)
-        if fused_activation == activation:
-            return result
+            and bias.stride() == (1,) and bias.device == product.device):
+        plan.epilogue = epilogue
+        plan.fused = activation if activation in fusable else None
+        plan.name = f"{op}+bias" + (f"+{plan.fused}" if plan.fused else "")
     else:
-        result = _launch_matmul(op, a, b, shape, plan)
-        if bias is not None:
-            result = _ops.binary("add", result, bias)
-    apply = ACTIVATIONS[activation]
-    return result if apply is None else apply(result)
+        plan.epilogue = plan.fused = None
+        plan.name = op
+    plan.apply = None if activation == plan.fused else ACTIVATIONS[activation]
+    return plan
 
 
 _EPILOGUE_DTYPES = frozenset({_dtype.float16, _dtype.bfloat16, _dtype.float32})
@@ -275,6 +306,15 @@ def linear(input, weight, bias=None) -> Tensor:
     if _rewrite.active is not None:   # Note [fusion rewrite]
         return _rewrite.active.run("linear", (input, weight, bias),
                                    lambda: linear(input, weight, bias))
+    if type(input) is Tensor and type(weight) is Tensor and weight._guard is None and \
+            (bias is None or type(bias) is Tensor):
+        checked = _checked_linear.get((_ops._signature(input), _ops._signature(weight),
+                                       None if bias is None else _ops._signature(bias)))
+        if checked:   # the checks below passed for this signature: the weight's view is all
+            data = weight._data
+            transposed = Tensor._make(data.T if data.ndim == 2 else data, weight._device,
+                                      weight._dtype)
+            return fused_matmul(input, transposed, bias, None, "linear")
     x = _tensor_arg(input, "linear", "input")
     w = _tensor_arg(weight, "linear", "weight")
     b = None if bias is None else _tensor_arg(bias, "linear", "bias")
@@ -297,7 +337,14 @@ def linear(input, weight, bias=None) -> Tensor:
             raise RuntimeError(f"self and mat2 must have the same dtype, but got "
                                f"{b.dtype.name} and {w.dtype.name}")
         _check_expands(b.shape, x.shape[:-1] + w.shape[:1])
-    return fused_matmul(x, w.T if w.ndim == 2 else w, b, None, "linear")
+    result = fused_matmul(x, w.T if w.ndim == 2 else w, b, None, "linear")
+    key = (_ops._signature(x), _ops._signature(w), None if b is None else _ops._signature(b))
+    if None not in key[:2] and (b is None or key[2] is not None):
+        _dispatch.remember(_checked_linear, key, True, 1024)
+    return result
+
+
+_checked_linear: dict = {}   # operand signatures linear() has checked once
 
 
 def _check_expands(shape: tuple, target: tuple) -> None:

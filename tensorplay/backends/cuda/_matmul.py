@@ -35,6 +35,7 @@ import numpy as np
 from cuda.bindings import runtime
 
 from . import _elementwise
+from ._graphs import _roots as _capturing_roots   # non-empty while a capture is open
 from ._runtime import is_capturing, relaxed_capture_mode
 
 __all__ = ["ENGINE", "EPILOGUES", "matmul", "matmul_epilogue", "available"]
@@ -56,6 +57,10 @@ EPILOGUES = frozenset({None, "relu", "gelu_tanh"}) if _lt is not None else froze
 _EPILOGUE_DTYPES = frozenset({np.dtype(np.float16), np.dtype("bfloat16"), np.dtype(np.float32)})
 
 _WORKSPACE_LIMIT = 32 << 20   # the most workspace an algorithm may ask for
+# Eager products of at most this many multiply-adds ask for an algorithm without workspace: a
+# workspace is one more allocation per call, which costs more host time than such a product
+# takes on the device. Inside a capture the allocation is paid once, so captures may use one.
+_LEAN_LIMIT = 1 << 27
 _CUDA_R_32F, _CUDA_R_64F, _CUDA_R_16F, _CUDA_C_32F, _CUDA_C_64F, _CUDA_R_16BF = 0, 1, 2, 4, 5, 14
 # numpy dtype -> (cudaDataType of the data, cudaDataType of alpha/beta, compute type name)
 _TYPES = {
@@ -119,7 +124,8 @@ class _Plan:
                  "bias_buffer", "_keep")
 
     def __init__(self, device: int, dtype: np.dtype, precision: str, a_op, b_op, d_layout,
-                 batch: int, bias: bool, activation: str | None, alignments):
+                 batch: int, bias: bool, activation: str | None, alignments,
+                 workspace_limit: int):
         data_type, scale_type, compute = _TYPES[dtype]
         if dtype == np.float32:
             compute = _FLOAT32_COMPUTE[precision]
@@ -145,7 +151,7 @@ class _Plan:
             pref_dtype = _lt.get_matmul_preference_attribute_dtype
             set_pref = _lt.matmul_preference_set_attribute
             _set(set_pref, preference, pref_attr.MAX_WORKSPACE_BYTES, pref_dtype,
-                 _WORKSPACE_LIMIT)
+                 workspace_limit)
             for attr, alignment in zip((pref_attr.MIN_ALIGNMENT_A_BYTES,
                                         pref_attr.MIN_ALIGNMENT_B_BYTES,
                                         pref_attr.MIN_ALIGNMENT_C_BYTES,
@@ -279,7 +285,7 @@ def _product(a, b, out, precision, bias, with_bias, activation):
         pa, pb, pc = a.data.ptr, b.data.ptr, out.data.ptr
         direct = (a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, a.dtype,
                   b.dtype, out.dtype, precision, with_bias, activation, pa & 255, pb & 255,
-                  pc & 255, out.device.id)
+                  pc & 255, out.device.id, not _capturing_roots)
         plan = _direct.get(direct)
         if plan is not None:    # the steady state: operands as last time, no copies needed
             _run(plan, out.device.id, pb, pa, pc, bias)
@@ -366,8 +372,9 @@ def _gemm(a, b, c, batch_shape, dtype, precision, bias, with_bias, activation):
         b_stride, b_op, copied = k * n, (0, n, k, n), True
     pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
     device = c.device.id
+    lean = not _capturing_roots and batch * m * n * k <= _LEAN_LIMIT
     key = (device, dtype, precision, b_op, a_op, b_stride, a_stride, batch, m, n, with_bias,
-           activation, _alignment(pb), _alignment(pa), _alignment(pc))
+           activation, _alignment(pb), _alignment(pa), _alignment(pc), lean)
     plan = _plans.get(key)
     if plan is None:
         try:
@@ -412,11 +419,17 @@ _BIAS_POINTER = _lt.MatmulDescAttribute.BIAS_POINTER if _lt is not None else Non
 
 def _make_plan(key) -> _Plan:
     (device, dtype, precision, b_op, a_op, b_stride, a_stride, batch, m, n, with_bias,
-     activation, align_b, align_a, align_c) = key
+     activation, align_b, align_a, align_c, lean) = key
     # cuBLASLt's A is our b (C^T = B^T A^T); its D is c^T: n rows, m cols, ld n
-    plan = _Plan(device, dtype, precision, b_op + (b_stride,), a_op + (a_stride,),
+    arguments = (device, dtype, precision, b_op + (b_stride,), a_op + (a_stride,),
                  (n, m, n, m * n), batch, with_bias, activation,
                  (align_b, align_a, align_c, align_c))
+    try:
+        plan = _Plan(*arguments, 0 if lean else _WORKSPACE_LIMIT)
+    except _NoAlgorithm:
+        if not lean:
+            raise
+        plan = _Plan(*arguments, _WORKSPACE_LIMIT)
     with _lock:
         if len(_plans) >= 4096:   # forget every direct entry: one may name the evicted plan
             _direct.clear()

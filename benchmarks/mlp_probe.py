@@ -42,6 +42,14 @@ print(f"tensorplay eager MLP        {per_call(lambda: forward(x), sync):8.1f} us
 print(f"tensorplay compiled MLP     {per_call(lambda: compiled(x), sync):8.1f} us "
       f"(fused products {compiled.fused_products})")
 print("max |compiled - eager|", float((compiled(x) - forward(x)).abs().max()))
+from tensorplay.backends.cuda import _matmul  # noqa: E402
+
+_matmul.LEAN_IN_CAPTURE = True   # captured GEMMs without workspace (no split-K)
+lean = tp.compile(forward)
+lean(x)
+_matmul.LEAN_IN_CAPTURE = False
+print(f"compiled, lean GEMMs        {per_call(lambda: lean(x), sync):8.1f} us")
+print(f"compiled (again)            {per_call(lambda: compiled(x), sync):8.1f} us")
 tws = [torch.as_tensor(w.cpu().numpy(), device="cuda") for w in ws]
 tbs = [torch.zeros(W, device="cuda") for _ in range(L)]
 gelu = torch.nn.functional.gelu

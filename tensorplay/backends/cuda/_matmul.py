@@ -61,6 +61,9 @@ _WORKSPACE_LIMIT = 32 << 20   # the most workspace an algorithm may ask for
 # workspace is one more allocation per call, which costs more host time than such a product
 # takes on the device. Inside a capture the allocation is paid once, so captures may use one.
 _LEAN_LIMIT = 1 << 27
+#: Whether captured products of that size also go without workspace (a tuning switch, read when
+#: a product is planned; benchmarks/mlp_probe.py measures both).
+LEAN_IN_CAPTURE = False
 _CUDA_R_32F, _CUDA_R_64F, _CUDA_R_16F, _CUDA_C_32F, _CUDA_C_64F, _CUDA_R_16BF = 0, 1, 2, 4, 5, 14
 # numpy dtype -> (cudaDataType of the data, cudaDataType of alpha/beta, compute type name)
 _TYPES = {
@@ -372,7 +375,7 @@ def _gemm(a, b, c, batch_shape, dtype, precision, bias, with_bias, activation):
         b_stride, b_op, copied = k * n, (0, n, k, n), True
     pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
     device = c.device.id
-    lean = not _capturing_roots and batch * m * n * k <= _LEAN_LIMIT
+    lean = (LEAN_IN_CAPTURE or not _capturing_roots) and batch * m * n * k <= _LEAN_LIMIT
     key = (device, dtype, precision, b_op, a_op, b_stride, a_stride, batch, m, n, with_bias,
            activation, _alignment(pb), _alignment(pa), _alignment(pc), lean)
     plan = _plans.get(key)

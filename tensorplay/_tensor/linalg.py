@@ -14,6 +14,7 @@ their own. ``linear`` and ``tp.compile``'s fusion pass use it.
 from __future__ import annotations
 
 import functools
+import warnings
 
 import numpy as np
 
@@ -33,19 +34,22 @@ def set_float32_matmul_precision(precision: str) -> None:
     """How float32 matrix products compute, with PyTorch's meaning: "highest" (full float32,
     the default), "high" (TF32 tensor cores, about 10 mantissa bits per input) or "medium"
     (bfloat16 tensor cores). Products of other dtypes are unaffected. Backends without such
-    units (host, sim) always compute in full float32.
+    units (host, sim, and cuda without nvmath-python) always compute in full float32.
+
+    As PyTorch: another string only warns (UserWarning) and changes nothing.
 
     Raises:
-        TypeError: ``precision`` is not a str.
-        RuntimeError: it is not one of the three names.
+        RuntimeError: ``precision`` is not a str (PyTorch's type for this error).
     """
     global _precision
     if not isinstance(precision, str):
-        raise TypeError(f"set_float32_matmul_precision() expects a str, got "
-                        f"{type(precision).__name__}")
+        raise RuntimeError(f"set_float32_matmul_precision expects a str, but got "
+                           f"{type(precision).__name__}")
     if precision not in _PRECISIONS:
-        raise RuntimeError(f"Invalid precision {precision!r}: expected one of "
-                           f"{', '.join(map(repr, _PRECISIONS))}")
+        warnings.warn(f"{precision} is not one of 'highest', 'high', or 'medium'; the current "
+                      f"set_float32_matmul_precision call has no effect.", UserWarning,
+                      stacklevel=2)
+        return
     if precision != _precision:
         _precision = precision
         _plans.clear()

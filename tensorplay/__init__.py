@@ -32,6 +32,7 @@ from ._tensor.linalg import get_float32_matmul_precision, set_float32_matmul_pre
 from ._tensor.random import manual_seed, initial_seed, seed, rand, randn, randint, normal  # noqa: E402
 from .accelerator._streams import Event, Stream  # noqa: E402
 from . import accelerator  # noqa: E402
+from .accelerator.control_flow import cond, fori_loop, switch, while_loop  # noqa: E402
 from . import nn  # noqa: E402
 from .compiler import compile  # noqa: E402
 

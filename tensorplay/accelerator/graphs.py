@@ -24,7 +24,9 @@ What to know before capturing:
   makes a new tensor the node never reads, and ``end_capture_to_conditional_node`` refuses a
   body that never writes ``p``: Note [write records] in ``_runtime/writes.py``). Random
   ops draw fresh numbers on every iteration (unlike a PyTorch graph, whose RNG offset is fixed
-  per replay).
+  per replay). ``tp.cond``, ``tp.while_loop``, ``tp.fori_loop`` and ``tp.switch``
+  (``control_flow.py``) build these nodes from plain functions; :func:`current_capturing_graph`
+  tells them which graph the current stream records into.
 - **Threads.** A "global" or "thread_local" capture ends only on the thread that began it (as in
   CUDA); ``capture_end``/``reset`` from another thread raise and leave it open. If that thread
   exits with the capture open, the capture is discarded on its way out (Note [capture owner
@@ -52,7 +54,7 @@ from ._staging import plan_staging
 from . import _streams
 from ._streams import Stream, wrong_kind
 
-__all__ = ["Graph", "graph_pool_handle", "is_current_stream_capturing"]
+__all__ = ["Graph", "current_capturing_graph", "graph_pool_handle", "is_current_stream_capturing"]
 
 _UNSET = "__unset__"
 _pool_ids = itertools.count(1)
@@ -74,6 +76,47 @@ def is_current_stream_capturing() -> bool:
     """Whether this thread's current stream on the current device is capturing."""
     backend = require_accelerator()
     return backend.is_capturing(_state.current_native_stream(_state.current_device_index()))
+
+
+def current_capturing_graph(device=None) -> "Graph | None":
+    """The :class:`Graph` that this thread's current stream on ``device`` (None: the current
+    device) records into: its capture stream, or one of its open conditional bodies. None when
+    that stream does not capture into a Graph, and on a host-only build.
+
+    Work issued now lands in that graph, inside its innermost open conditional body if any; the
+    functional control flow (``tp.cond`` and the rest) uses this to choose between running
+    eagerly and building conditional nodes. Costs one dict test while nothing captures.
+    """
+    if not _capturing_streams:
+        return None
+    index = _state.current_device_index() if device is None else \
+        _device.resolve_accelerator_index(device)
+    native = _state.current_native_stream(index)
+    entry = _capturing_streams.get(id(native))
+    if entry is None or entry[0] is not native:
+        return None
+    return entry[1]()
+
+
+# Note [capturing graphs]: id(native stream) -> (native stream, weak Graph) for every stream a
+# Graph records into: its capture stream from capture_begin to the end of the capture, each
+# conditional body stream while the body is open. Keyed by id (the entry holds the stream, so
+# the id is not reused while listed); the graph is held weakly, and removes its entries itself
+# when the capture ends, is discarded, or the graph dies.
+_capturing_streams: dict[int, tuple] = {}
+_capturing_lock = threading.Lock()
+
+
+def _note_capturing(native, graph: "Graph") -> None:
+    with _capturing_lock:
+        _capturing_streams[id(native)] = (native, weakref.ref(graph))
+
+
+def _forget_capturing(native) -> None:
+    with _capturing_lock:
+        entry = _capturing_streams.get(id(native))
+        if entry is not None and entry[0] is native:
+            del _capturing_streams[id(native)]
 
 
 class Graph:
@@ -203,6 +246,7 @@ class Graph:
         self._record = _capture.CaptureRecord(stream._native, index, self._mode, on_exit)
         self._refusal = self._discarded_because = None
         _capture.register_capture(self._record)
+        _note_capturing(stream._native, self)
 
     def capture_end(self) -> None:
         """End capture and compile the executable (paid here, not on first replay).
@@ -258,6 +302,7 @@ class Graph:
         that began the capture: the current stream is per thread)."""
         record = self._record
         _capture.unregister_capture(record)
+        _forget_capturing(self._capture_stream._native)
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id,
                                                             self._capture_stream._native)
         if restore_stream and record.thread_id == threading.get_ident():
@@ -276,6 +321,7 @@ class Graph:
         while self._bodies:
             body, _, _ = self._bodies.pop()
             _body_watchers.pop(body._native, None)
+            _forget_capturing(body._native)
             try:
                 backend.end_conditional(body._native)
             except Exception:  # noqa: BLE001 - discarding; the original error matters
@@ -312,6 +358,7 @@ class Graph:
         watch = WhileBodyWatch(predicate) if kind == "while" else None
         self._bodies.append((body, parent, watch))
         self._record.body_streams.append(body_native)
+        _note_capturing(body_native, self)
         if any(entry[2] is not None for entry in self._bodies):
             _body_watchers[body_native] = self._note_body_work
         _streams.set_current_stream(body)
@@ -363,6 +410,7 @@ class Graph:
         _capture.check_body_open(self._record, "end_capture_to_conditional_node")
         body, parent, watch = self._bodies.pop()
         _body_watchers.pop(body._native, None)
+        _forget_capturing(body._native)
         self._record.body_streams.remove(body._native)
         self._backend.end_conditional(body._native)
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id, body._native)
@@ -377,6 +425,20 @@ class Graph:
                 "the body, e.g. flag.copy_(counter < 5) rather than flag = counter < 5 (which "
                 "binds the name to a new tensor the while node never reads). The capture is "
                 "invalidated")
+
+    def _body_depth(self) -> int:
+        """How many conditional bodies are open (``tensorplay.accelerator.control_flow``
+        closes down to its own depth after an error)."""
+        return len(self._bodies)
+
+    def _invalidate(self, reason: str) -> None:
+        """Make ``capture_end`` refuse the open capture, saying it was invalidated by
+        ``reason`` (as a refused while body does; ``with g:`` discards it). The first reason
+        is kept, and a capture already invalidated by a capture-unsafe call keeps that one.
+        Used by ``control_flow`` when a function raised halfway through a conditional body."""
+        record = self._record
+        if record is not None and record.invalidated_by is None and self._refusal is None:
+            self._refusal = reason
 
     # -- running ----------------------------------------------------------------------------
     def instantiate(self) -> None:

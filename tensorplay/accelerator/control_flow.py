@@ -1,0 +1,696 @@
+"""Functional control flow: ``tp.cond``, ``tp.while_loop``, ``tp.fori_loop``, ``tp.switch``.
+
+PyTorch's ``torch.cond(pred, true_fn, false_fn, operands)`` and ``torch.while_loop(cond_fn,
+body_fn, carried_inputs)``; JAX's ``lax.fori_loop(lower, upper, body_fun, init_val)`` and
+``lax.switch(index, branches, *operands)``. Each call runs in one of two modes, chosen by whether
+this thread's current stream, on the device of the call's tensors, records into a
+:class:`~tensorplay.accelerator.Graph` (``graphs.current_capturing_graph``):
+
+- **Eager** (nothing captures there, the call's tensors are all host tensors, or the build is
+  host-only): plain Python. Each decision reads its predicate on the host once (``bool(pred)``,
+  ``int(index)``: a device synchronization on an accelerator), so the functions can be stepped
+  through in a debugger.
+- **Captured** (inside ``with g:``, ``g.capture_begin()`` or ``tp.compile``'s capture): the call
+  becomes conditional nodes of that graph, built from Graph's conditional API only. Every
+  predicate is computed on the device; replaying never reads anything on the host, so a
+  captured loop costs no host synchronization. The functions run at capture only (both branches
+  of a ``cond`` and every branch of a ``switch`` once, a loop body once, ``cond_fn`` twice:
+  before the loop and at the end of the body); the graph then runs what they recorded whenever
+  the device decides to. The constructions:
+
+  * ``cond``: ``p`` (a copy of ``pred``) and ``not_p`` are computed before the nodes; an if node
+    on ``p`` runs ``true_fn`` and copies its outputs into result buffers (allocated there, from
+    ``true_fn``'s outputs, in the graph's pool); an if node on ``not_p`` runs ``false_fn`` and
+    copies its outputs into the same buffers. This is the "two if nodes for else" construction:
+    CUDA 12.8's two-body IF node is not used yet.
+  * ``while_loop``: the carried values are cloned into graph-owned buffers; a predicate buffer
+    is written from ``cond_fn`` before a while node and again, in place, at the end of its body;
+    the body runs ``body_fn`` and copies its results back into the carried buffers.
+  * ``fori_loop``: the same over a 0-d int64 counter on the device, from ``lower`` while it is
+    below ``upper``.
+  * ``switch``: the index is clamped on the device and one predicate per branch (``idx == k``)
+    is computed before the nodes; a chain of if nodes, one per branch, follows (not CUDA 12.8's
+    SWITCH node).
+
+The contract, in both modes:
+
+- **Results are new tensors**, never the caller's inputs, in the structure the functions return
+  (a tensor, or tuples, lists, named tuples and dicts of tensors; dicts come back with their keys
+  sorted, as in JAX, and are compared by key, not order): eagerly, an output that aliases
+  an input is cloned; captured, results are graph-owned buffers, overwritten by every replay
+  (``clone()`` what you keep, as with any graph output). ``while_loop`` and ``fori_loop`` clone
+  the carried values first, so a body may update them in place without touching the caller's
+  tensors. Branches of ``cond``/``switch`` get the operands themselves: an in-place change to an
+  operand happens exactly when the branch runs (PyTorch refuses such changes; do not rely on
+  them).
+- **Checks** as in PyTorch and JAX: a predicate is a one-element bool tensor or a Python bool;
+  the functions are callable; branches return the same structure, shapes, dtypes and devices;
+  ``body_fn`` returns the carried structure with the carried shapes, dtypes and devices. Errors
+  name the branch or the iteration and what differed. Wrong argument types raise ``TypeError``;
+  mismatches raise ``RuntimeError`` (PyTorch raises ``RuntimeError`` or a ``torch._dynamo``
+  ``UserError`` there, JAX a ``TypeError``); ``switch`` with no branches raises ``ValueError``
+  (as JAX).
+- **Pitfall: eager checks see only what ran.** Eagerly, ``cond`` and ``switch`` run only the
+  selected branch, with nothing to compare its outputs to: a branch whose outputs differ from
+  the others' is caught only when captured, where every branch runs once (PyTorch and JAX
+  trace every branch even eagerly).
+- **Python constants.** A Python bool ``pred`` of ``cond`` (or a Python int ``index`` of
+  ``switch``) is a constant: captured, only the selected function runs and is recorded, exactly
+  as eagerly. A Python bool from ``cond_fn`` is written into the loop's predicate; captured, the
+  constant True at the end of the body raises ``RuntimeError`` (the loop would never end).
+- **Devices.** Captured, predicates, bounds, indices, carried values and outputs must be on the
+  capturing device (a host tensor would be read once, at capture, and never again).
+- **Errors inside a capture.** A check that fails before a node is opened leaves the capture as it
+  was (work already recorded, such as the clones of the carried values, is harmless). An error
+  raised inside a conditional body (by a function or by a check of its outputs) closes the bodies
+  this call opened and invalidates the capture: a ``with g:`` block that raises discards it, and
+  a later ``capture_end()`` raises saying why. Everything is usable afterwards.
+- **Random numbers.** Random ops inside a body draw fresh numbers on every iteration, and only in
+  the branch taken: after the same ``manual_seed``, k replays give what k eager calls give.
+- **Nesting.** The forms nest to any depth, and nest in bodies opened with Graph's low-level
+  ``begin_capture_to_if_node``/``begin_capture_to_while_node`` (they record into the innermost
+  open body).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .. import _dtype
+from .._runtime import device as _device, state as _state, writes as _writes
+from .._runtime.select import accelerator_backend
+from .._tensor import creation as _creation
+from .._tensor.tensor import Tensor
+from .graphs import Graph, current_capturing_graph
+
+__all__ = ["cond", "fori_loop", "switch", "while_loop"]
+
+_SAME_BRANCHES = ("every branch must return the same structure of tensors, with the same "
+                  "shapes, dtypes and devices")
+_SAME_CARRY = ("body_fn must return the carried values' structure, with their shapes, dtypes "
+               "and devices (the carried values keep them across iterations)")
+
+
+# -- structures -------------------------------------------------------------------------------
+# A structure's definition ("treedef"): None for a tensor, (container type, dict keys or None,
+# children's definitions) for a tuple, list, named tuple or dict. Dicts are flattened in sorted
+# key order (as JAX does), so insertion order does not matter.
+
+class _NotATensor(Exception):
+    pass
+
+
+def _dict_keys(value: dict) -> tuple:
+    try:
+        return tuple(sorted(value))
+    except TypeError:   # keys of mixed types: their insertion order
+        return tuple(value)
+
+
+def _is_sequence(value) -> bool:
+    """A tuple, list or named tuple (other tuple subclasses are leaves)."""
+    kind = type(value)
+    return kind is tuple or kind is list or (isinstance(value, tuple) and hasattr(kind, "_fields"))
+
+
+def _flatten(value, leaves: list):
+    if isinstance(value, Tensor):
+        leaves.append(value)
+        return None
+    kind = type(value)
+    if _is_sequence(value):
+        return (kind, None, tuple([_flatten(item, leaves) for item in value]))
+    if kind is dict:
+        keys = _dict_keys(value)
+        return (dict, keys, tuple([_flatten(value[key], leaves) for key in keys]))
+    raise _NotATensor
+
+
+def _unflatten(treedef, leaves):
+    """Rebuild a structure from ``leaves``, an iterator of tensors."""
+    if treedef is None:
+        return next(leaves)
+    kind, keys, children = treedef
+    items = [_unflatten(child, leaves) for child in children]
+    if kind is dict:
+        return dict(zip(keys, items))
+    if kind is list:
+        return items
+    if kind is tuple:
+        return tuple(items)
+    return kind(*items)   # a named tuple
+
+
+def _labels(treedef) -> list[str]:
+    """The index suffix of each leaf (``[1]['a']``), in leaf order."""
+    if treedef is None:
+        return [""]
+    kind, keys, children = treedef
+    out = []
+    for position, child in enumerate(children):
+        label = f"[{keys[position]!r}]" if kind is dict else f"[{position}]"
+        out.extend(label + rest for rest in _labels(child))
+    return out
+
+
+def _describe(treedef) -> str:
+    """A structure as Python spells it: ``(Tensor, [Tensor])``, ``{'a': Tensor}``."""
+    if treedef is None:
+        return "Tensor"
+    kind, keys, children = treedef
+    parts = [_describe(child) for child in children]
+    if kind is dict:
+        return "{" + ", ".join(f"{key!r}: {part}" for key, part in zip(keys, parts)) + "}"
+    if kind is list:
+        return "[" + ", ".join(parts) + "]"
+    inner = ", ".join(parts) + ("," if len(parts) == 1 else "")
+    return ("" if kind is tuple else kind.__name__) + f"({inner})"
+
+
+def _first_non_tensor(value, path: str):
+    """``(path, object)`` of the first leaf that is not a tensor, or None."""
+    if isinstance(value, Tensor):
+        return None
+    if _is_sequence(value):
+        items = [(f"{path}[{i}]", item) for i, item in enumerate(value)]
+    elif type(value) is dict:
+        items = [(f"{path}[{key!r}]", value[key]) for key in _dict_keys(value)]
+    else:
+        return path, value
+    for item_path, item in items:
+        found = _first_non_tensor(item, item_path)
+        if found is not None:
+            return found
+    return None
+
+
+def _tensors(value, api: str, what: str, root: str) -> tuple[Any, list[Tensor]]:
+    """``(treedef, leaves)`` of ``value``, whose leaves must all be tensors (TypeError)."""
+    leaves: list[Tensor] = []
+    try:
+        treedef = _flatten(value, leaves)
+    except _NotATensor:
+        found = _first_non_tensor(value, root)
+        assert found is not None   # _flatten stopped at it
+        path, leaf = found
+        raise TypeError(f"{api}: {what} must be tensors, or tuples, lists and dicts of tensors, "
+                        f"but {path} is a {type(leaf).__name__} ({leaf!r:.60}); make it a "
+                        f"tensor (tp.tensor(...))") from None
+    return treedef, leaves
+
+
+def _tensor_leaves(value, out: list) -> list:
+    """The tensors anywhere in ``value`` (tuples, lists, dicts); other objects are skipped."""
+    if isinstance(value, Tensor):
+        out.append(value)
+    elif isinstance(value, (tuple, list)):
+        for item in value:
+            _tensor_leaves(item, out)
+    elif type(value) is dict:
+        for item in value.values():
+            _tensor_leaves(item, out)
+    return out
+
+
+def _meta(tensor: Tensor) -> str:
+    return f"shape {tuple(tensor.shape)}, dtype {tensor.dtype.name}, on {tensor.device}"
+
+
+def _check_same(api: str, who: str, treedef, leaves: list[Tensor], ref_root: str, ref_treedef,
+                ref_metas: list[tuple], rule: str) -> None:
+    """RuntimeError unless ``leaves`` (structure ``treedef``, returned by ``who``) match the
+    reference structure and the ``(shape, dtype, device)`` of each reference leaf; the
+    reference is named ``ref_root`` (``true_fn's result``, ``carried_inputs``)."""
+    if treedef != ref_treedef:
+        raise RuntimeError(f"{api}: {who} returned {_describe(treedef)}, where {ref_root} is "
+                           f"{_describe(ref_treedef)}; {rule}")
+    for position, (leaf, meta) in enumerate(zip(leaves, ref_metas)):
+        if (leaf.shape, leaf.dtype, leaf.device) != meta:
+            label = _labels(treedef)[position]
+            shape, dtype, device = meta
+            raise RuntimeError(f"{api}: {who} returned result{label} with {_meta(leaf)}, where "
+                               f"{ref_root}{label} has shape {tuple(shape)}, dtype "
+                               f"{dtype.name}, on {device}; {rule}")
+
+
+def _metas(leaves: list[Tensor]) -> list[tuple]:
+    return [(leaf.shape, leaf.dtype, leaf.device) for leaf in leaves]
+
+
+def _fresh(leaves: list[Tensor], inputs: list[Tensor]) -> list[Tensor]:
+    """``leaves`` with every one that is or overlaps an input replaced by a clone."""
+    if not inputs:
+        return leaves
+    spans = [_writes.extent(tensor) for tensor in inputs]
+    out = []
+    for leaf in leaves:
+        span = _writes.extent(leaf)
+        if any(leaf is tensor for tensor in inputs) or \
+                any(_writes.overlaps(span, other) for other in spans):
+            leaf = leaf.clone()
+        out.append(leaf)
+    return out
+
+
+# -- argument checks --------------------------------------------------------------------------
+
+def _check_callable(api: str, name: str, fn) -> None:
+    if not callable(fn):
+        raise TypeError(f"{api}: {name} must be callable, got {type(fn).__name__} {fn!r:.60}")
+
+
+def _is_integer(dtype) -> bool:
+    return not (dtype is _dtype.bool or dtype.is_floating_point or dtype.is_complex)
+
+
+def _predicate(api: str, what: str, value):
+    """``value`` if it is a predicate: a Python bool, or a one-element bool tensor."""
+    if value is True or value is False:
+        return value
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{api}: {what} must be a one-element bool tensor or a Python bool, "
+                        f"got {type(value).__name__} {value!r:.60}")
+    if value.dtype is not _dtype.bool:
+        raise TypeError(f"{api}: {what} must be a bool tensor, got dtype {value.dtype.name} "
+                        f"(compare to get one, e.g. x > 0, or cast with .to(tp.bool))")
+    if value.numel() != 1:
+        raise RuntimeError(f"{api}: {what} must have exactly one element, got shape "
+                           f"{tuple(value.shape)} ({value.numel()} elements); reduce it first, "
+                           f"e.g. with .any() or .all()")
+    return value
+
+
+def _integer_scalar(api: str, name: str, value, must: str):
+    """``value`` if it is a Python int (not a bool) or a one-element integer tensor."""
+    if isinstance(value, Tensor):
+        if _is_integer(value.dtype) and value.numel() == 1:
+            return value
+        raise TypeError(f"{api}: {name} must be {must}, got a tensor of dtype "
+                        f"{value.dtype.name} and shape {tuple(value.shape)}")
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{api}: {name} must be {must}, got {type(value).__name__} "
+                        f"{value!r:.60}")
+    return value
+
+
+def _sequence(api: str, name: str, value) -> None:
+    if not isinstance(value, (tuple, list)):
+        raise TypeError(f"{api}: {name} must be a tuple or list, got {type(value).__name__}; "
+                        f"wrap a single tensor x as (x,)")
+
+
+# -- capture plumbing -------------------------------------------------------------------------
+
+def _graph_for(tensors: list[Tensor]) -> tuple[Graph | None, Any]:
+    """The graph the call records into, and its device; ``(None, None)``: run eagerly. The
+    first accelerator tensor's device decides; only host tensors mean eager; no tensors at all,
+    the current device."""
+    for tensor in tensors:
+        device = tensor.device
+        if device.type != "cpu":
+            return current_capturing_graph(device), device
+    if tensors:
+        return None, None
+    graph = current_capturing_graph()
+    if graph is None:
+        return None, None
+    backend = accelerator_backend()
+    assert backend is not None   # a graph captures
+    return graph, _device.device(backend.device_type, _state.current_device_index())
+
+
+def _on_device(api: str, what: str, tensor: Tensor, device) -> None:
+    if tensor.device == device:
+        return
+    if tensor.device.type == "cpu":
+        raise RuntimeError(f"{api}: {what} is on cpu, but this call is captured into a graph on "
+                           f"{device}: a host value would be read once, at capture, and never "
+                           f"again. Put it on {device} (or pass a Python bool or int for a "
+                           f"constant)")
+    raise RuntimeError(f"{api}: {what} is on {tensor.device}, but this call is captured into a "
+                       f"graph on {device}; put it on {device}")
+
+
+def _outputs(api: str, who: str, value, device) -> tuple[Any, list[Tensor]]:
+    treedef, leaves = _tensors(value, api, f"what {who} returns", "result")
+    for position, leaf in enumerate(leaves):
+        if leaf.device != device:
+            path = "result" + _labels(treedef)[position]
+            _on_device(api, f"{who}'s {path}", leaf, device)
+    return treedef, leaves
+
+
+@contextlib.contextmanager
+def _body(graph: Graph, kind: str, predicate: Tensor, api: str, who: str):
+    """Record the block into an if or while body of ``graph`` gated by ``predicate``. On an
+    error, close every body opened since (nested ones included) and invalidate the capture."""
+    depth = graph._body_depth()
+    if kind == "while":
+        graph.begin_capture_to_while_node(predicate)
+    else:
+        graph.begin_capture_to_if_node(predicate)
+    try:
+        yield
+        opened = graph._body_depth() - depth
+        if opened != 1:
+            what = (f"left {opened - 1} conditional body(ies) open" if opened > 1 else
+                    "closed the conditional body it runs in")
+            raise RuntimeError(f"tp.{api}: {who} {what} (unbalanced begin_capture_to_if_node/"
+                               f"while_node and end_capture_to_conditional_node calls)")
+    except BaseException as error:
+        graph._invalidate(f"tp.{api}'s {who} raising {type(error).__name__} inside its "
+                          f"conditional body")
+        while graph._body_depth() > depth:
+            before = graph._body_depth()
+            with contextlib.suppress(RuntimeError):
+                graph.end_capture_to_conditional_node()
+            if graph._body_depth() >= before:
+                break
+        raise
+    graph.end_capture_to_conditional_node()
+
+
+def _copy_back(buffers: list[Tensor], spans: list, outputs: list[Tensor]) -> None:
+    """Copy each output into its carried buffer. An output that is a buffer's own tensor needs
+    no copy; one that overlaps any buffer is staged through a clone first (``(b, a)`` from
+    ``(a, b)`` must not read a buffer already overwritten)."""
+    staged = []
+    for buffer, output in zip(buffers, outputs):
+        if output is not buffer:
+            span = _writes.extent(output)
+            if any(_writes.overlaps(span, other) for other in spans):
+                output = output.clone()
+        staged.append(output)
+    for buffer, output in zip(buffers, staged):
+        if output is not buffer:
+            buffer.copy_(output)
+
+
+def _write_predicate(buffer: Tensor, value, api: str, what: str, device, at_end: bool) -> None:
+    value = _predicate(api, what, value)
+    if isinstance(value, bool):
+        if value and at_end:
+            raise RuntimeError(f"{api}: {what} is the Python constant True at the end of the "
+                               f"captured body, so the loop would never end; return a bool "
+                               f"tensor computed from the carried values")
+        buffer.fill_(value)
+        return
+    _on_device(api, what, value, device)
+    buffer.copy_(value.reshape(1))
+
+
+# -- cond -------------------------------------------------------------------------------------
+
+def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..., Any],
+         operands: tuple | list = ()) -> Any:
+    """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``, as ``torch.cond``.
+
+    Eagerly, ``pred`` is read on the host once and only that branch runs. Inside a capture both
+    branches run once, at capture, into two if nodes (see the module docstring); the device
+    picks one at every replay.
+
+    Args:
+        pred: a one-element bool tensor, or a Python bool (a constant: only its branch runs).
+        true_fn, false_fn: callables taking ``*operands`` and returning a tensor or a tuple,
+            list or dict of tensors; both the same structure, shapes, dtypes and devices.
+        operands: a tuple or list passed to the branch (not copied).
+
+    Returns:
+        The branch's outputs, as new tensors (an output that is or views an operand is cloned);
+        captured, graph-owned buffers that each replay overwrites.
+
+    Raises:
+        TypeError: ``pred`` is not a bool tensor or Python bool, a branch is not callable,
+            ``operands`` is not a tuple or list, or a branch returns something other than
+            tensors.
+        RuntimeError: ``pred`` has more than one element; the branches' outputs differ in
+            structure, shape, dtype or device (found only when captured, or for the branch
+            run); captured, ``pred`` or an output is not on the capturing device.
+    """
+    pred = _predicate("cond", "pred", pred)
+    _check_callable("cond", "true_fn", true_fn)
+    _check_callable("cond", "false_fn", false_fn)
+    _sequence("cond", "operands", operands)
+    inputs = _tensor_leaves(operands, [])
+    graph, device = _graph_for(([pred] if isinstance(pred, Tensor) else []) + inputs)
+    if graph is None or isinstance(pred, bool):
+        taken = pred if isinstance(pred, bool) else bool(pred)   # the one host read
+        who = "true_fn" if taken else "false_fn"
+        value = (true_fn if taken else false_fn)(*operands)
+        if graph is None:
+            treedef, leaves = _tensors(value, "cond", f"what {who} returns", "result")
+        else:
+            treedef, leaves = _outputs("cond", who, value, device)
+        return _unflatten(treedef, iter(_fresh(leaves, inputs)))
+    _on_device("cond", "pred", pred, device)
+    p = pred.reshape(1).clone()
+    not_p = p.logical_not()
+    with _body(graph, "if", p, "cond", "true_fn"):
+        treedef, leaves = _outputs("cond", "true_fn", true_fn(*operands), device)
+        results = [_creation.empty_like(leaf) for leaf in leaves]
+        for result, leaf in zip(results, leaves):
+            result.copy_(leaf)
+        metas = _metas(leaves)
+        del leaves
+    with _body(graph, "if", not_p, "cond", "false_fn"):
+        other_def, other = _outputs("cond", "false_fn", false_fn(*operands), device)
+        _check_same("cond", "false_fn", other_def, other, "true_fn's result", treedef, metas,
+                    _SAME_BRANCHES)
+        for result, leaf in zip(results, other):
+            result.copy_(leaf)
+    return _unflatten(treedef, iter(results))
+
+
+# -- switch -----------------------------------------------------------------------------------
+
+def switch(index: Tensor | int, branches: Sequence[Callable[..., Any]], *operands: Any) -> Any:
+    """``branches[clamp(index, 0, len(branches) - 1)](*operands)``, as ``jax.lax.switch``.
+
+    An index below 0 selects the first branch, one past the end the last (JAX's clamping).
+    Eagerly the index is read on the host once and only that branch runs. Inside a capture
+    every branch runs once, at capture, into a chain of if nodes (see the module docstring).
+
+    Args:
+        index: a one-element integer tensor, or a Python int (a constant: only its branch
+            runs).
+        branches: a non-empty tuple or list of callables, each taking ``*operands`` and
+            returning the same structure of tensors with the same shapes, dtypes and devices.
+        operands: passed to the branch (not copied).
+
+    Returns:
+        The branch's outputs, as new tensors (see :func:`cond`).
+
+    Raises:
+        TypeError: ``index`` is not an integer (a bool, a float, a tensor of another dtype or
+            of more than one element), ``branches`` is not a tuple or list of callables, or a
+            branch returns something other than tensors.
+        ValueError: ``branches`` is empty.
+        RuntimeError: the branches' outputs differ (see :func:`cond`); captured, the index or
+            an output is not on the capturing device.
+    """
+    must = "an integer: a Python int or a one-element integer tensor"
+    index = _integer_scalar("switch", "index", index, must)
+    if not isinstance(branches, (tuple, list)):
+        raise TypeError(f"switch: branches must be a tuple or list of callables, got "
+                        f"{type(branches).__name__}")
+    if not branches:
+        raise ValueError("switch: branches is empty; give at least one callable")
+    for position, branch in enumerate(branches):
+        _check_callable("switch", f"branches[{position}]", branch)
+    inputs = _tensor_leaves(operands, [])
+    graph, device = _graph_for(([index] if isinstance(index, Tensor) else []) + inputs)
+    last = len(branches) - 1
+    if graph is None or not isinstance(index, Tensor) or last == 0:
+        chosen = 0 if last == 0 else min(max(int(index), 0), last)   # the one host read
+        who = f"branches[{chosen}]"
+        value = branches[chosen](*operands)
+        if graph is None:
+            treedef, leaves = _tensors(value, "switch", f"what {who} returns", "result")
+        else:
+            treedef, leaves = _outputs("switch", who, value, device)
+        return _unflatten(treedef, iter(_fresh(leaves, inputs)))
+    _on_device("switch", "index", index, device)
+    selected = _creation.empty((), dtype=_dtype.int64, device=device)
+    selected.copy_(index.reshape(()))
+    selected.clamp_(0, last)
+    predicates = [(selected == position).reshape(1) for position in range(last + 1)]
+    treedef = metas = results = None
+    for position, branch in enumerate(branches):
+        who = f"branches[{position}]"
+        with _body(graph, "if", predicates[position], "switch", who):
+            out_def, leaves = _outputs("switch", who, branch(*operands), device)
+            if results is None:
+                treedef, metas = out_def, _metas(leaves)
+                results = [_creation.empty_like(leaf) for leaf in leaves]
+            else:
+                _check_same("switch", who, out_def, leaves, "branches[0]'s result",
+                            treedef, metas, _SAME_BRANCHES)
+            for result, leaf in zip(results, leaves):
+                result.copy_(leaf)
+            del leaves
+    assert results is not None
+    return _unflatten(treedef, iter(results))
+
+
+# -- while_loop -------------------------------------------------------------------------------
+
+def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any],
+               carried_inputs: tuple | list) -> tuple | list:
+    """``while cond_fn(*carried): carried = body_fn(*carried)``, as ``torch.while_loop``.
+
+    Eagerly, each ``cond_fn`` result is read on the host once (one synchronization per
+    iteration on an accelerator). Inside a capture ``cond_fn`` and ``body_fn`` run once each,
+    at capture, into a while node whose predicate the device recomputes at the end of every
+    iteration (see the module docstring): no host round trip per iteration.
+
+    Args:
+        cond_fn: takes ``*carried`` and returns a one-element bool tensor (or a Python bool).
+        body_fn: takes ``*carried`` and returns the next carried values: the structure of
+            ``carried_inputs`` (a tuple for a tuple), with the same shapes, dtypes and devices.
+        carried_inputs: a tuple or list of tensors (nested tuples, lists and dicts allowed).
+
+    Returns:
+        The final carried values, in ``carried_inputs``' structure, as new tensors: the values
+        are cloned before the first iteration, so the caller's tensors are never modified;
+        captured, graph-owned buffers that each replay overwrites.
+
+    Raises:
+        TypeError: a function is not callable, ``carried_inputs`` is not a tuple or list of
+            tensors, ``cond_fn`` returns something other than a bool tensor or Python bool, or
+            ``body_fn`` returns something other than tensors.
+        RuntimeError: ``cond_fn`` returns more than one element; ``body_fn``'s result differs
+            from the carried values in structure, shape, dtype or device (naming the
+            iteration); captured, a value is not on the capturing device, or ``cond_fn``
+            returns the constant True at the end of the body.
+
+    .. warning:: A loop whose predicate never becomes false never ends (eagerly, a hang; a
+       replay on sim raises after a large iteration count).
+    """
+    _check_callable("while_loop", "cond_fn", cond_fn)
+    _check_callable("while_loop", "body_fn", body_fn)
+    _sequence("while_loop", "carried_inputs", carried_inputs)
+    treedef, leaves = _tensors(carried_inputs, "while_loop", "carried_inputs", "carried_inputs")
+    graph, device = _graph_for(leaves)
+    metas = _metas(leaves)
+    if graph is None:
+        current = [leaf.clone() for leaf in leaves]
+        carried = _unflatten(treedef, iter(current))
+        iteration = 0
+        while True:
+            what = f"cond_fn's result at iteration {iteration}"
+            keep = _predicate("while_loop", what, cond_fn(*carried))
+            if not (keep if isinstance(keep, bool) else bool(keep)):   # the one host read
+                break
+            carried = body_fn(*carried)
+            who = f"body_fn at iteration {iteration}"
+            out_def, current = _tensors(carried, "while_loop", f"what {who} returns", "result")
+            _check_same("while_loop", who, out_def, current, "carried_inputs", treedef,
+                        metas, _SAME_CARRY)
+            iteration += 1
+        return _unflatten(treedef, iter(_fresh(current, leaves)))
+    for position, leaf in enumerate(leaves):
+        _on_device("while_loop", "carried_inputs" + _labels(treedef)[position], leaf, device)
+    buffers = [leaf.clone() for leaf in leaves]
+    carried = _unflatten(treedef, iter(buffers))
+    running = _creation.empty((1,), dtype=_dtype.bool, device=device)
+    _write_predicate(running, cond_fn(*carried), "while_loop",
+                     "cond_fn's result before the first iteration", device, at_end=False)
+    spans = [_writes.extent(buffer) for buffer in buffers]
+    who = "body_fn (captured once, for every iteration)"
+    with _body(graph, "while", running, "while_loop", "body_fn"):
+        out_def, outputs = _tensors(body_fn(*carried), "while_loop", f"what {who} returns",
+                                    "result")
+        _check_same("while_loop", who, out_def, outputs, "carried_inputs", treedef, metas,
+                    _SAME_CARRY)
+        _copy_back(buffers, spans, outputs)
+        del outputs
+        _write_predicate(running, cond_fn(*carried), "while_loop",
+                         "cond_fn's result at the end of the body", device, at_end=True)
+    return _unflatten(treedef, iter(buffers))
+
+
+# -- fori_loop --------------------------------------------------------------------------------
+
+def fori_loop(lower: Tensor | int, upper: Tensor | int, body_fn: Callable[[Tensor, Any], Any],
+              init_val: Any) -> Any:
+    """``val = body_fn(i, val)`` for ``i`` from ``lower`` up to ``upper - 1``; the final
+    ``val``, as ``jax.lax.fori_loop``.
+
+    ``i`` is a 0-d int64 tensor in both modes (on the device of ``init_val``'s first tensor,
+    eagerly), so a body behaves the same eagerly and captured; do not modify it in place.
+    Eagerly the bounds are read on the host once and the loop is a Python loop. Inside a
+    capture ``body_fn`` runs once, at capture, into a while node over a counter on the device
+    (see the module docstring). ``lower >= upper`` runs no iteration.
+
+    Args:
+        lower, upper: Python ints or one-element integer tensors.
+        body_fn: takes ``(i, val)`` and returns the next ``val``: ``init_val``'s structure,
+            with the same shapes, dtypes and devices.
+        init_val: a tensor, or a tuple, list or dict of tensors (nested).
+
+    Returns:
+        The final ``val``, in ``init_val``'s structure, as new tensors (cloned before the first
+        iteration; captured, graph-owned buffers that each replay overwrites).
+
+    Raises:
+        TypeError: a bound is not an integer, ``body_fn`` is not callable, or ``init_val`` or
+            ``body_fn``'s result is not made of tensors.
+        RuntimeError: ``body_fn``'s result differs from ``init_val`` in structure, shape, dtype
+            or device (naming ``i``); captured, a bound or a value is not on the capturing
+            device.
+    """
+    must = "an integer: a Python int or a one-element integer tensor"
+    lower = _integer_scalar("fori_loop", "lower", lower, must)
+    upper = _integer_scalar("fori_loop", "upper", upper, must)
+    _check_callable("fori_loop", "body_fn", body_fn)
+    treedef, leaves = _tensors(init_val, "fori_loop", "init_val", "init_val")
+    bounds = [bound for bound in (lower, upper) if isinstance(bound, Tensor)]
+    graph, device = _graph_for(leaves + bounds)
+    metas = _metas(leaves)
+    if graph is None:
+        start, stop = int(lower), int(upper)   # the host reads
+        where = (leaves or bounds)[0].device if leaves or bounds else _device.CPU
+        current = [leaf.clone() for leaf in leaves]
+        val = _unflatten(treedef, iter(current))
+        for step in range(start, stop):
+            i = _creation.full((), step, dtype=_dtype.int64, device=where)
+            val = body_fn(i, val)
+            who = f"body_fn at i={step}"
+            out_def, current = _tensors(val, "fori_loop", f"what {who} returns", "result")
+            _check_same("fori_loop", who, out_def, current, "init_val", treedef, metas,
+                        _SAME_CARRY)
+        return _unflatten(treedef, iter(_fresh(current, leaves)))
+    for name, bound in (("lower", lower), ("upper", upper)):
+        if isinstance(bound, Tensor):
+            _on_device("fori_loop", name, bound, device)
+    for position, leaf in enumerate(leaves):
+        _on_device("fori_loop", "init_val" + _labels(treedef)[position], leaf, device)
+    i = _creation.empty((), dtype=_dtype.int64, device=device)
+    if isinstance(lower, Tensor):
+        i.copy_(lower.reshape(()))
+    else:
+        i.fill_(int(lower))
+    if isinstance(upper, Tensor):
+        stop = _creation.empty((), dtype=_dtype.int64, device=device)
+        stop.copy_(upper.reshape(()))
+    else:
+        stop = int(upper)
+    buffers = [leaf.clone() for leaf in leaves]
+    val = _unflatten(treedef, iter(buffers))
+    running = _creation.empty((1,), dtype=_dtype.bool, device=device)
+    running.copy_((i < stop).reshape(1))
+    spans = [_writes.extent(buffer) for buffer in buffers]
+    who = "body_fn (captured once, for every i)"
+    with _body(graph, "while", running, "fori_loop", "body_fn"):
+        out_def, outputs = _tensors(body_fn(i, val), "fori_loop", f"what {who} returns",
+                                    "result")
+        _check_same("fori_loop", who, out_def, outputs, "init_val", treedef, metas,
+                    _SAME_CARRY)
+        _copy_back(buffers, spans, outputs)
+        del outputs
+        i.add_(1)
+        running.copy_((i < stop).reshape(1))
+    return _unflatten(treedef, iter(buffers))

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from tensorplay.bench import models, peers, products
+from tensorplay.bench import controlflow, models, peers, products
 from tensorplay.bench.suite import format_table
-from support import accelerator_device, requires_accelerator
+from support import accelerator_device, requires_accelerator, to_numpy
 
 
 @pytest.fixture
@@ -244,3 +244,213 @@ def test_jax_jit_forward_is_the_mlp_with_exact_gelu(precision, tolerance):
         got = np.asarray(state["out"])
         assert got.shape == (models.BATCH, models.WIDTH) and got.dtype == np.float32
         np.testing.assert_allclose(got, expected, rtol=tolerance, atol=tolerance / 10)
+
+
+# -- the control-flow table: the heat loop (fori_loop + cond) and Newton's method (while_loop) --
+
+def _rows_of(rows, case):
+    return [row for row in rows if row["case"] == case]
+
+
+@requires_accelerator
+def test_control_flow_case_shows_both_workloads_with_their_figures():
+    rows = list(controlflow.control_flow_case(accelerator_device(), small=True))
+    n, steps, every = controlflow.SMALL_HEAT
+    heat = _rows_of(rows, controlflow.heat_case_name(n, steps, every))
+    newton = _rows_of(rows, controlflow.newton_case_name(controlflow.SMALL_NEWTON_SIZE))
+    assert len(heat) + len(newton) == len(rows)
+    on_gpu = peers._gpu()
+    assert [row["impl"] for row in heat] == [
+        "tensorplay graph (fori_loop + cond)", f"tensorplay graph, {steps} steps unrolled",
+        "tensorplay eager (host read per decision)"] + on_gpu * [
+        "torch eager", "torch CUDAGraph (unrolled steps)", "JAX jit (lax.fori_loop + lax.cond)"]
+    assert [row["impl"] for row in newton] == [
+        "tensorplay graph (while_loop)", "tensorplay eager (host read per iteration)"] + \
+        on_gpu * ["torch eager (host check per iteration)", "JAX jit (lax.while_loop)"]
+    _, _, want_iterations = controlflow.newton_reference(
+        controlflow.newton_values(controlflow.SMALL_NEWTON_SIZE))
+    for row in heat + newton:
+        if row["us"] is None:             # a peer that could not run says why
+            assert row["note"].startswith(("skipped: ", "failed: ")), row
+            continue
+        assert row["us"] > 0 and row["rel_err"] < 1e-5, row
+        if row in heat:
+            assert row["steps"] == steps
+            assert row["per_step_us"] == pytest.approx(row["us"] / steps)
+        else:
+            assert row["iterations"] == want_iterations and "note" not in row, row
+            assert row["residual"] <= controlflow.NEWTON_TOL
+    loop, unrolled = heat[0], heat[1]
+    assert loop["overhead_us"] == pytest.approx((loop["us"] - unrolled["us"]) / steps)
+    assert "overhead_us" not in unrolled
+    lines = format_table(rows).splitlines()[2:]
+    assert f"overhead/step={loop['overhead_us']:.2f} us" in lines[0]
+    assert f"per-step={loop['per_step_us']:.2f} us" in lines[0]
+    assert f"iters={want_iterations} per-iter=" in lines[len(heat)]
+
+
+@pytest.mark.parametrize("steps, every", [(23, 5), (10, 1), (4, 50)])
+def test_heat_loop_matches_numpy_eagerly_and_captured(device, steps, every):
+    """The same Heat.run() eagerly (cpu and the accelerator) and as one graph (the accelerator):
+    the final grid and every snapshot against NumPy, over replays that start from scratch."""
+    n = 12
+    want_grid, want_snapshots = controlflow.heat_reference(controlflow.heat_initial(n), steps,
+                                                           every)
+    assert want_snapshots.shape == (controlflow.snapshot_count(steps, every), n, n)
+    heat = controlflow.Heat(device, n, steps, every)
+    grid = heat.run()
+    np.testing.assert_allclose(to_numpy(grid), want_grid, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(to_numpy(heat.snapshots), want_snapshots, rtol=1e-5, atol=1e-6)
+    if device == "cpu":
+        return
+    for unrolled in (False, True):
+        graph, grid = heat.graph(unrolled=unrolled)
+        for _ in range(2):
+            heat.snapshots.zero_()
+            graph.replay()
+            np.testing.assert_allclose(to_numpy(grid), want_grid, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(to_numpy(heat.snapshots), want_snapshots, rtol=1e-5,
+                                       atol=1e-6)
+
+
+def test_newton_matches_numpy_eagerly_and_captured(device):
+    newton = controlflow.Newton(device, 300)
+    want_x, want_err, want_iterations = controlflow.newton_reference(
+        controlflow.newton_values(300))
+    assert 5 < want_iterations < controlflow.NEWTON_CAP and want_err <= controlflow.NEWTON_TOL
+    x, err, k = newton.run()
+    assert int(k.item()) == want_iterations and k.dtype == tp.int32
+    np.testing.assert_allclose(to_numpy(x), want_x, rtol=1e-6)
+    assert float(err.item()) == pytest.approx(want_err, rel=1e-5)
+    np.testing.assert_allclose(to_numpy(x) ** 3, controlflow.newton_values(300), rtol=1e-5)
+    if device == "cpu":
+        return
+    graph, (x, err, k) = newton.graph()
+    graph.replay()
+    assert int(k.item()) == want_iterations
+    np.testing.assert_allclose(to_numpy(x), want_x, rtol=1e-6)
+    newton.a.fill_(8.0)      # the graph reads a at every replay: cube roots of 8 now
+    graph.replay()
+    want_x, _, want_iterations = controlflow.newton_reference(np.full(300, 8.0, np.float32))
+    assert int(k.item()) == want_iterations
+    np.testing.assert_allclose(to_numpy(x), want_x, rtol=1e-6)
+    assert to_numpy(x) == pytest.approx(2.0, rel=1e-4)
+
+
+@requires_accelerator
+def test_captured_control_flow_loops_make_no_host_synchronization(monkeypatch):
+    from tensorplay._runtime.select import accelerator_backend
+
+    backend = accelerator_backend()
+    calls = []
+    for name in ("stream_synchronize", "synchronize_device", "event_synchronize", "to_host",
+                 "stream_query", "event_query"):
+        def spy(*args, _name=name, _original=getattr(backend, name), **kwargs):
+            calls.append(_name)
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(backend, name, spy)
+    device = accelerator_device()
+    heat_graph, _ = controlflow.Heat(device, 8, 12, 4).graph()
+    newton_graph, (_, _, k) = controlflow.Newton(device, 64).graph()
+    calls.clear()
+    for _ in range(2):
+        heat_graph.replay()
+        newton_graph.replay()
+    assert calls == []
+    assert int(k.item()) > 1 and calls    # the spies see a read
+
+
+def test_heat_arguments_are_checked():
+    with pytest.raises(ValueError, match="n >= 3.*got n=2"):
+        controlflow.Heat("cpu", 2, 10, 5)
+    with pytest.raises(ValueError, match="steps=0, every=5"):
+        controlflow.Heat("cpu", 8, 0, 5)
+    with pytest.raises(ValueError, match="steps=3, every=0"):
+        controlflow.Heat("cpu", 8, 3, 0)
+
+
+class _TensorplayAsTorch:
+    """torch's names that the control-flow peers use, served by tensorplay on ``device`` (which
+    follows torch's semantics): eager ops, and ``torch.cuda``'s graph capture as a tensorplay
+    Graph (a context manager like ``torch.cuda.graph(g)``)."""
+
+    def __init__(self):
+        self.tensor, self.zeros, self.add = tp.tensor, tp.zeros, tp.add
+        self.cuda = types.SimpleNamespace(
+            synchronize=tp.accelerator.synchronize, Stream=tp.Stream,
+            current_stream=tp.accelerator.current_stream, stream=lambda stream: stream,
+            CUDAGraph=tp.accelerator.Graph, graph=lambda graph: graph)
+
+
+@requires_accelerator
+def test_torch_heat_peers_compute_the_workload():
+    """The torch code (eager, and captured unrolled) run through tensorplay's torch-named API:
+    the same grid and snapshots as NumPy."""
+    n, steps, every = 10, 14, 4
+    want = controlflow.heat_reference(controlflow.heat_initial(n), steps, every)
+    rows = list(controlflow._torch_heat_rows(_TensorplayAsTorch(), n, steps, every,
+                                             device=accelerator_device()))
+    assert [row["impl"] for row in rows] == ["torch eager", "torch CUDAGraph (unrolled steps)"]
+    for row in rows:
+        grid, snapshots = row["result"]
+        assert row["us"] > 0
+        np.testing.assert_allclose(grid, want[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(snapshots, want[1], rtol=1e-5, atol=1e-6)
+
+
+def test_torch_newton_peer_computes_the_workload(device):
+    row = controlflow._torch_newton_row(_TensorplayAsTorch(), 200, device=device)
+    want_x, want_err, want_iterations = controlflow.newton_reference(
+        controlflow.newton_values(200))
+    x, err, iterations = row["result"]
+    assert row["impl"] == "torch eager (host check per iteration)" and row["us"] > 0
+    assert iterations == want_iterations and err == pytest.approx(want_err, rel=1e-5)
+    np.testing.assert_allclose(x, want_x, rtol=1e-6)
+
+
+def test_jax_peers_compute_the_workloads():
+    """The jitted heat loop (lax.fori_loop + lax.cond) and Newton (lax.while_loop) on JAX's
+    default device equal the NumPy references."""
+    jax = pytest.importorskip("jax")
+    run, u0 = controlflow.jax_heat(jax, 12, 23, 5)
+    grid, snapshots = run(u0)
+    want_grid, want_snapshots = controlflow.heat_reference(controlflow.heat_initial(12), 23, 5)
+    np.testing.assert_allclose(np.asarray(grid), want_grid, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(snapshots), want_snapshots, rtol=1e-5, atol=1e-6)
+    run, a = controlflow.jax_newton(jax, 500)
+    x, err, k = run(a)
+    want_x, want_err, want_iterations = controlflow.newton_reference(
+        controlflow.newton_values(500))
+    assert int(k) == want_iterations and float(err) <= controlflow.NEWTON_TOL
+    np.testing.assert_allclose(np.asarray(x), want_x, rtol=1e-5)
+
+
+def test_absent_or_failing_peers_are_rows_with_a_note(monkeypatch):
+    impls = (["torch a", "torch b"], ["JAX c"])
+    monkeypatch.setattr(peers, "_torch_cuda", lambda: None)
+    monkeypatch.setattr(peers, "_module", lambda name: None)
+    rows = list(controlflow._peer_rows(*impls, None, None))
+    assert rows == [{"impl": "torch a", "us": None, "note": "skipped: torch is not installed"},
+                    {"impl": "torch b", "us": None, "note": "skipped: torch is not installed"},
+                    {"impl": "JAX c", "us": None, "note": "skipped: JAX is not installed"}]
+    fake_jax = types.SimpleNamespace(default_backend=lambda: "cpu")
+    monkeypatch.setattr(peers, "_torch_cuda", lambda: "torch")
+    monkeypatch.setattr(peers, "_module", lambda name: fake_jax if name == "jax" else None)
+
+    def torch_rows(torch):
+        assert torch == "torch"
+        yield {"impl": "torch a", "us": 1.0}
+        raise RuntimeError("CUDA error: out of memory\nmore")
+    rows = list(controlflow._peer_rows(*impls, torch_rows, None))
+    assert rows == [{"impl": "torch a", "us": 1.0},
+                    {"impl": "torch b", "us": None,
+                     "note": "failed: RuntimeError: CUDA error: out of memory"},
+                    {"impl": "JAX c", "us": None,
+                     "note": "skipped: JAX's default backend is 'cpu', not the GPU"}]
+    fake_jax = types.SimpleNamespace(default_backend=lambda: "gpu")
+
+    def jax_row(jax):
+        raise TypeError("body_fun output and input must have identical types")
+    rows = list(controlflow._peer_rows(["torch a"], ["JAX c"], lambda torch: iter(()), jax_row))
+    assert rows == [{"impl": "JAX c", "us": None, "note": "failed: TypeError: body_fun output "
+                                                           "and input must have identical types"}]

@@ -3,6 +3,8 @@ reference, and the one-graph solve against stepping eagerly."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -68,14 +70,109 @@ def test_graph_solve_matches_eager_stepping_and_replays():
         eager.step()
     solver = _solvers.PoissonCG(_solvers.poisson_rhs(n, device), tol, 10 * n)
     graph = _solvers.cg_graph(solver)
-    for _ in range(2):                    # a second replay after restart solves again
-        solver.restart()
+    for restart in (True, False):         # the graph starts from b itself: restart not needed
+        if restart:
+            solver.restart()
+        else:
+            solver.x.fill_(123.0)
         graph.replay()
         assert int(solver.iterations.item()) == int(eager.iterations.item())
         np.testing.assert_allclose(to_numpy(solver.x), to_numpy(eager.x), rtol=1e-5, atol=1e-6)
     assert int(solver.iterations.item()) < 10 * n
     assert float((solver.rs / (solver.b * solver.b).sum()).sqrt().item()) <= tol * 1.0001
     assert _solvers.relative_residual(solver, tol) < 1e-2
+
+
+def _solve_by_stepping(b, tol, max_iterations):
+    solver = _solvers.PoissonCG(b, tol, max_iterations)
+    while bool(solver.running.item()):
+        solver.step()
+    return solver
+
+
+def test_solve_is_a_while_loop_that_matches_stepping(device):
+    """solve() eagerly: tp.while_loop reading the predicate once per iteration; the result is a
+    new CGState and the state it started from is left as it was."""
+    b = _solvers.poisson_rhs(12, device)
+    stepped = _solve_by_stepping(b, 1e-5, 120)
+    solver = _solvers.PoissonCG(b, 1e-5, 120)
+    start = solver.initial_state()
+    before = [to_numpy(t).copy() for t in start]
+    result = solver.solve(start)
+    assert isinstance(result, _solvers.CGState)
+    assert all(got is not old for got, old in zip(result, start))
+    for tensor, kept in zip(start, before):
+        np.testing.assert_array_equal(to_numpy(tensor), kept)
+    assert int(result.iterations.item()) == int(stepped.iterations.item()) > 0
+    assert bool(result.running.item()) is False
+    np.testing.assert_allclose(to_numpy(result.x), to_numpy(stepped.x), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(to_numpy(result.p), to_numpy(stepped.p), rtol=1e-5, atol=1e-6)
+    assert not int(solver.iterations.item())     # solve() leaves the solver's own state alone
+
+
+def test_solve_stops_at_max_iterations_and_zero_runs_none(device):
+    b = _solvers.poisson_rhs(8, device)
+    assert int(_solvers.PoissonCG(b, 1e-6, 3).solve().iterations.item()) == 3
+    none = _solvers.PoissonCG(b, 1e-6, 0)
+    assert bool(none.running.item()) is False
+    result = none.solve()
+    assert int(result.iterations.item()) == 0 and not to_numpy(result.x).any()
+
+
+@pytest.mark.parametrize("bad", [-1, 2.5, True, "10", None])
+def test_max_iterations_must_be_a_non_negative_int(bad):
+    with pytest.raises(ValueError, match=f"max_iterations must be an int >= 0, got {bad!r}"):
+        _solvers.PoissonCG(tp.ones((4, 4)), 1e-6, bad)
+
+
+@requires_accelerator
+def test_graph_solves_for_the_current_values_of_b():
+    """The initial state is computed inside the graph: a replay after b changes solves the new
+    system (A is linear: 2 b gives 2 x in the same iterations)."""
+    device = accelerator_device()
+    solver = _solvers.PoissonCG(_solvers.poisson_rhs(16, device, tp.float64), 1e-8, 160)
+    graph = _solvers.cg_graph(solver)
+    graph.replay()
+    x, iterations = to_numpy(solver.x).copy(), int(solver.iterations.item())
+    solver.b.mul_(2)
+    graph.replay()
+    assert int(solver.iterations.item()) == iterations
+    np.testing.assert_allclose(to_numpy(solver.x), 2 * x, rtol=1e-9, atol=1e-12)
+
+
+@requires_accelerator
+def test_captured_solve_makes_no_host_synchronization(monkeypatch):
+    from tensorplay._runtime.select import accelerator_backend
+
+    backend = accelerator_backend()
+    calls = []
+    for name in ("stream_synchronize", "synchronize_device", "event_synchronize", "to_host",
+                 "stream_query", "event_query"):
+        def spy(*args, _name=name, _original=getattr(backend, name), **kwargs):
+            calls.append(_name)
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(backend, name, spy)
+    solver = _solvers.PoissonCG(_solvers.poisson_rhs(16, accelerator_device()), 1e-5, 160)
+    graph = _solvers.cg_graph(solver)
+    calls.clear()
+    for _ in range(3):
+        graph.replay()
+    assert calls == []
+    assert int(solver.iterations.item()) > 1 and calls   # reading a result does wait
+
+
+@pytest.mark.skipif(tp.accelerator.current_accelerator() is None
+                    or tp.accelerator.current_accelerator().type != "sim",
+                    reason="reads the simulated accelerator's graph dump")
+def test_captured_loop_body_is_the_step_alone(tmp_path):
+    """The body updates the carried buffers in place and returns them, and cond_fn returns the
+    carried running flag, so tp.while_loop copies nothing: the while body is the fused step."""
+    solver = _solvers.PoissonCG(_solvers.poisson_rhs(8, accelerator_device()), 1e-6, 80)
+    graph = _solvers.cg_graph(solver)
+    graph.debug_dump(tmp_path / "cg.dot")
+    dot = (tmp_path / "cg.dot").read_text()
+    body = dot[dot.index('label="while"'):]
+    assert re.findall(r'label="kernel\\n(\w+)"', body) == ["cg_step"]
 
 
 def test_zero_right_hand_side_does_not_iterate(device):

@@ -25,7 +25,10 @@ this thread's current stream, on the device of the call's tensors, records into 
     CUDA 12.8's two-body IF node is not used yet.
   * ``while_loop``: the carried values are cloned into graph-owned buffers; a predicate buffer
     is written from ``cond_fn`` before a while node and again, in place, at the end of its body;
-    the body runs ``body_fn`` and copies its results back into the carried buffers.
+    the body runs ``body_fn`` and copies its results back into the carried buffers (results
+    that are the buffers themselves, updated in place, are not copied). A ``cond_fn`` that
+    returns one of the carried values (a one-element bool flag the body keeps up to date) is
+    the node's predicate itself: no copy per iteration.
   * ``fori_loop``: the same over a 0-d int64 counter on the device, from ``lower`` while it is
     below ``upper``.
   * ``switch``: the index is clamped on the device and one predicate per branch (``idx == k``)
@@ -595,9 +598,18 @@ def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any],
         _on_device("while_loop", "carried_inputs" + _labels(treedef)[position], leaf, device)
     buffers = [leaf.clone() for leaf in leaves]
     carried = _unflatten(treedef, iter(buffers))
-    running = _creation.empty((1,), dtype=_dtype.bool, device=device)
-    _write_predicate(running, cond_fn(*carried), "while_loop",
-                     "cond_fn's result before the first iteration", device, at_end=False)
+    first = cond_fn(*carried)
+    # A cond_fn that returns one of the carried buffers (a flag the body keeps up to date)
+    # drives the node itself: no predicate buffer, and no copy into it per iteration.
+    direct = (type(first) is Tensor and any(first is buffer for buffer in buffers)
+              and first.dtype is _dtype.bool and first.numel() == 1)
+    if direct:
+        running = first
+    else:
+        running = _creation.empty((1,), dtype=_dtype.bool, device=device)
+        _write_predicate(running, first, "while_loop",
+                         "cond_fn's result before the first iteration", device, at_end=False)
+    del first
     spans = [_writes.extent(buffer) for buffer in buffers]
     who = "body_fn (captured once, for every iteration)"
     with _body(graph, "while", running, "while_loop", "body_fn"):
@@ -607,8 +619,10 @@ def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any],
                     _SAME_CARRY)
         _copy_back(buffers, spans, outputs)
         del outputs
-        _write_predicate(running, cond_fn(*carried), "while_loop",
-                         "cond_fn's result at the end of the body", device, at_end=True)
+        end = cond_fn(*carried)
+        if not (direct and end is running):
+            _write_predicate(running, end, "while_loop",
+                             "cond_fn's result at the end of the body", device, at_end=True)
     return _unflatten(treedef, iter(buffers))
 
 

@@ -2,11 +2,14 @@
 
 It uses tensorplay's public API, plus two things below it, each in one place: the backend's
 declared benchmark hook ``raw_graph_launcher`` (:func:`.peers.raw_graph_launcher`) and, in
-:mod:`.solvers`, the fused-kernel machinery its CG step is built from.
+:mod:`.solvers` and :mod:`.controlflow`, the fused-kernel machinery their loop bodies are built
+from.
 
 - :mod:`.suite`: the cases, the text table, the JSON and ``main``;
 - :mod:`.eager`: the eager table (host cost per call of small ops, beside CuPy, torch, NumPy);
 - :mod:`.models`: the MLP and the CG Poisson solve; :mod:`.solvers`: the CG solver itself;
+- :mod:`.controlflow`: the control-flow table (a heat loop with snapshots, Newton's method),
+  tensorplay's loops captured as one graph beside JAX's and torch's;
 - :mod:`.products`: large matrix products (float32, TF32, bfloat16) beside torch;
 - :mod:`.peers`: the same work in torch, CuPy, JAX and raw cuda-bindings;
 - :mod:`.timing`: the timing loops; :mod:`.plot`: the PNG plot.

@@ -188,7 +188,10 @@ def _jax_mlp(jax, precision: str | None = None):
     return call, sync, state
 
 
-def _timed(fn, sync, repeats: int = 3) -> float:
+def best_time(fn, sync, repeats: int = 3) -> float:
+    """Microseconds of the fastest of ``repeats`` calls of ``fn``, each timed from a
+    synchronized device to ``sync()`` after it; one untimed call (and ``sync``) first. For
+    calls that each run a whole workload (a solve, a loop of steps)."""
     fn()
     sync()
     best = []
@@ -201,18 +204,15 @@ def _timed(fn, sync, repeats: int = 3) -> float:
 
 
 def cg_case(device: str, n: int, tol: float = 1e-6):
-    """Rows for the Poisson CG solve: tensorplay (one graph, while node), torch eager (residual
-    checked on the host each iteration), JAX jit with lax.while_loop."""
+    """Rows for the Poisson CG solve: tensorplay (one graph: ``tp.while_loop``, one launch per
+    solve, the device deciding when to stop), torch eager (residual checked on the host each
+    iteration), JAX jit with lax.while_loop."""
     max_iterations = 10 * n
     solver = _solvers.PoissonCG(_solvers.poisson_rhs(n, device), tol, max_iterations)
     graph = _solvers.cg_graph(solver)
-
-    def solve():
-        solver.restart()
-        graph.replay()
-    us = _timed(solve, tp.accelerator.synchronize)
+    us = best_time(graph.replay, tp.accelerator.synchronize)
     iterations = int(solver.iterations.item())
-    yield {"impl": "tensorplay graph + while node", "us": us, "iterations": iterations,
+    yield {"impl": "tensorplay graph (while_loop)", "us": us, "iterations": iterations,
            "residual": _solvers.relative_residual(solver, tol)}
     torch = peers._torch_cuda()
     if torch is not None:
@@ -254,7 +254,7 @@ def _torch_cg(torch, n, tol, max_iterations):
             if rs_new.sqrt().item() <= threshold:
                 break
         state.update(x=x, iterations=iterations)
-    us = _timed(solve, torch.cuda.synchronize)
+    us = best_time(solve, torch.cuda.synchronize)
     residual = float(((b - apply(state["x"])).norm() / b.norm()).item())
     return {"impl": "torch eager (host residual check)", "us": us,
             "iterations": state["iterations"], "residual": residual}
@@ -304,7 +304,7 @@ def _jax_cg(n, tol, max_iterations):
 
     def sync():
         jax.block_until_ready(result["out"])
-    us = _timed(run, sync)
+    us = best_time(run, sync)
     x, _, _, _, k = result["out"]
     residual = float(jnp.linalg.norm(b - apply(x)) / jnp.linalg.norm(b))
     return {"impl": "JAX jit + lax.while_loop", "us": us, "iterations": int(k),

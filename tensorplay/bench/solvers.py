@@ -2,17 +2,24 @@
 
 The operator is the 5-point stencil on an ``n x n`` grid with zero Dirichlet boundary,
 ``(A x)[i, j] = 4 x[i, j] - x[i-1, j] - x[i+1, j] - x[i, j-1] - x[i, j+1]``, applied with views
-(no matrix is formed). :func:`cg_graph` captures the whole solve into one graph whose while node
-stops on the relative residual, so the host launches once per solve.
+(no matrix is formed). :meth:`PoissonCG.solve` is the whole solve as one ``tp.while_loop`` over
+the carried :class:`CGState`; :func:`cg_graph` captures it, so the host launches once per solve
+and the device decides when to stop.
 
 One CG iteration is five fused kernels and two sums (``_tensor.fusion``: one CuPy kernel each
 on cuda, NumPy op by op elsewhere): the search direction lives in a zero-padded ``(n+2, n+2)``
-buffer so that the stencil reads five shifted views of it in one elementwise kernel.
+buffer so that the stencil reads five shifted views of it in one elementwise kernel. The loop's
+predicate is computed inside the last of those kernels (``running``, a carried value), so
+``cond_fn`` launches nothing: captured, the loop adds one predicate copy per iteration to the
+step's own kernels (``tp.while_loop`` copies ``cond_fn``'s result into the while node's predicate)
+and no copy of the carried values, which the body updates in place and returns.
 """
 
 from __future__ import annotations
 
 import math
+import numbers
+from typing import NamedTuple
 
 import ml_dtypes
 
@@ -71,60 +78,140 @@ def _scalars(xp):
     return scalars
 
 
-class PoissonCG:
-    """State of one CG solve on ``b``'s device: the iterate ``x``, residual ``r``, direction
-    ``p`` (a view into a zero-padded buffer), ``rs = r . r`` and the loop predicate ``running``.
+class CGState(NamedTuple):
+    """The values a CG solve carries from one iteration to the next (``tp.while_loop``'s
+    ``carried_inputs``), all on ``b``'s device.
 
-    :meth:`step` is one iteration (capturable: it reads every value on the device);
-    ``running`` stays true while ``||r|| > tol ||b||`` and fewer than ``max_iterations`` ran.
+    ``padded`` is the search direction ``p`` inside a zero border, shape ``(n+2, n+2)`` (the
+    stencil reads shifted views of it; :attr:`p` is its interior). ``rs`` is ``r . r`` (0-d),
+    ``iterations`` the iterations run (0-d int32) and ``running`` the loop predicate (shape
+    ``(1,)``, bool): true while ``r . r > tol^2 b . b`` and ``iterations < max_iterations``.
     """
 
-    def __init__(self, b, tol: float, max_iterations: int):
+    x: tp.Tensor
+    r: tp.Tensor
+    padded: tp.Tensor
+    rs: tp.Tensor
+    iterations: tp.Tensor
+    running: tp.Tensor
+
+    @property
+    def p(self) -> tp.Tensor:
+        """The search direction: the interior of ``padded`` (a view)."""
+        return self.padded[1:-1, 1:-1]
+
+
+class PoissonCG:
+    """CG for ``A x = b`` on ``b``'s device (``b``: an ``n x n`` grid, ``n >= 2``), stopping when
+    ``||r|| <= tol ||b||`` or after ``max_iterations`` iterations.
+
+    The solver holds one :class:`CGState`, ``state`` (its fields are also attributes:
+    ``solver.x``, ``solver.iterations``, ...), and scratch buffers its kernels write. Two ways
+    to run it:
+
+    - :meth:`step`: one iteration on ``state``, in place (one launch of fused kernels;
+      capturable; it does not look at ``running``, so stepping past convergence keeps iterating);
+    - :meth:`solve`: the whole solve as one ``tp.while_loop`` over a :class:`CGState`, eagerly
+      (one host read of the predicate per iteration) or, inside a capture, as one while node
+      (:func:`cg_graph`).
+
+    Pitfall: the scratch buffers and the threshold are the solver's own, so two solves of one
+    solver must not run at the same time (on two streams, or two replays in flight).
+    """
+
+    def __init__(self, b: tp.Tensor, tol: float, max_iterations: int):
         if b.ndim != 2 or b.shape[0] != b.shape[1] or b.shape[0] < 2:
             raise ValueError(f"PoissonCG: b must be a square n x n grid with n >= 2, got shape "
                              f"{b.shape}")
         if not 0 < tol < 1:
             raise ValueError(f"PoissonCG: tol must be in (0, 1), got {tol}")
-        n = b.shape[0]
+        if isinstance(max_iterations, bool) or not isinstance(max_iterations, numbers.Integral) \
+                or max_iterations < 0:
+            raise ValueError(f"PoissonCG: max_iterations must be an int >= 0, got "
+                             f"{max_iterations!r}")
         self.b = b
-        self.x = tp.zeros_like(b)
-        self.r = b.clone()
-        self.padded = tp.zeros((n + 2, n + 2), dtype=b.dtype, device=b.device)
-        self.p = self.padded[1:-1, 1:-1]
+        self.tol = float(tol)
+        self.max_iterations = int(max_iterations)
         self.ap = tp.zeros_like(b)
         self.product = tp.zeros_like(b)
-        self.rs = (b * b).sum()
-        self.threshold2 = self.rs * (tol * tol)
-        self.iterations = tp.zeros((), dtype=tp.int32, device=b.device)
-        self.max_iterations = int(max_iterations)
-        self.running = tp.ones((1,), dtype=tp.bool, device=b.device)
-        self._kernel = self._step_kernel()
-        self.restart()
+        self.threshold2 = tp.zeros((), dtype=b.dtype, device=b.device)
+        self._kernel = None     # (the CGState the kernel closes over, the kernel)
+        self.state = self.initial_state()
+
+    # the fields of ``state``, as attributes
+    x = property(lambda self: self.state.x, doc="The iterate (of ``state``).")
+    r = property(lambda self: self.state.r, doc="The residual ``b - A x`` as updated.")
+    padded = property(lambda self: self.state.padded, doc="The zero-padded direction buffer.")
+    p = property(lambda self: self.state.p, doc="The search direction (a view of ``padded``).")
+    rs = property(lambda self: self.state.rs, doc="``r . r`` (0-d).")
+    iterations = property(lambda self: self.state.iterations, doc="Iterations run (0-d int32).")
+    running = property(lambda self: self.state.running, doc="The loop predicate, shape (1,).")
+
+    def initial_state(self) -> CGState:
+        """A new :class:`CGState` for the start of a solve from ``b`` (``x = 0``, ``r = p = b``),
+        in tensor ops on the current stream (capturable: no host read); also sets the solver's
+        threshold ``tol^2 b . b`` from ``b``'s current values."""
+        b = self.b
+        n = b.shape[0]
+        padded = tp.zeros((n + 2, n + 2), dtype=b.dtype, device=b.device)
+        padded[1:-1, 1:-1] = b
+        rs = (b * b).sum()
+        self.threshold2.copy_(rs * (self.tol * self.tol))
+        running = (rs > self.threshold2).reshape((1,))
+        if self.max_iterations == 0:
+            running.fill_(False)
+        return CGState(tp.zeros_like(b), b.clone(), padded, rs,
+                       tp.zeros((), dtype=tp.int32, device=b.device), running)
 
     def restart(self) -> None:
-        """Reset the iterate to zero and the residual to ``b`` (eager kernels, in stream order)."""
-        self.x.zero_()
-        self.r.copy_(self.b)
-        self.p.copy_(self.b)
-        self.rs.copy_((self.b * self.b).sum())
-        self.iterations.zero_()
-        self.running.copy_((self.rs > self.threshold2).reshape((1,)))
+        """Reset ``state`` in place to the start of a solve (eager kernels, in stream order)."""
+        for current, initial in zip(self.state, self.initial_state()):
+            current.copy_(initial)
 
     def step(self) -> None:
-        """One CG iteration, as one launch of fused kernels on the current stream."""
-        _dispatch.launch(self.b.device, self._kernel)
+        """One CG iteration on ``state``, as one launch of fused kernels on the current
+        stream (capturable: it reads every value on the device)."""
+        _dispatch.launch(self.b.device, self._kernel_for(self.state))
 
-    def _step_kernel(self):
-        """The kernel closure of :meth:`step`, over this solve's arrays (made once)."""
+    def solve(self, state: CGState | None = None) -> CGState:
+        """The solve as ``tp.while_loop(cond_fn, body_fn, state)``: while ``running``, one
+        :meth:`step`'s kernels on the carried values. ``state`` defaults to
+        :meth:`initial_state`; it is not modified (``tp.while_loop`` works on copies).
+
+        Eagerly the loop reads ``running`` on the host once per iteration. Inside a capture it
+        is one while node and the result is graph-owned buffers that every replay overwrites.
+        Returns the final :class:`CGState`.
+        """
+        state = self.initial_state() if state is None else state
+        return tp.while_loop(_keep_running, self._body, state)
+
+    def _body(self, *carried: tp.Tensor) -> CGState:
+        """``body_fn``: one iteration on the carried buffers, in place; returns them (so the
+        loop copies nothing back)."""
+        state = CGState(*carried)
+        _dispatch.launch(self.b.device, self._kernel_for(state))
+        return state
+
+    def _kernel_for(self, state: CGState):
+        """The kernel closure of one iteration over ``state``'s arrays, made once per state
+        (a loop's body is called with the same buffers every iteration)."""
+        cached = self._kernel
+        if cached is not None and all(a is b for a, b in zip(cached[0], state)):
+            return cached[1]
+        kernel = self._step_kernel(state)
+        self._kernel = (state, kernel)
+        return kernel
+
+    def _step_kernel(self, state: CGState):
         xp = _dispatch.xp_of(self.b.device)
         apply, update = _apply.for_xp(xp), _update.for_xp(xp)
         direction, scalars = _direction.for_xp(xp), _scalars.for_xp(xp)
-        padded = self.padded._data
+        padded = state.padded._data
         p, up, down = padded[1:-1, 1:-1], padded[:-2, 1:-1], padded[2:, 1:-1]
         left, right = padded[1:-1, :-2], padded[1:-1, 2:]
-        x, r, ap, product = self.x._data, self.r._data, self.ap._data, self.product._data
-        rs, iterations = self.rs._data, self.iterations._data
-        running, threshold2 = self.running._data.reshape(()), self.threshold2._data
+        x, r, ap, product = state.x._data, state.r._data, self.ap._data, self.product._data
+        rs, iterations = state.rs._data, state.iterations._data
+        running, threshold2 = state.running._data.reshape(()), self.threshold2._data
         max_iterations = self.max_iterations
 
         def cg_step():
@@ -137,6 +224,13 @@ class PoissonCG:
         return _dispatch.named("cg_step", cg_step)
 
 
+def _keep_running(*carried: tp.Tensor) -> tp.Tensor:
+    """``cond_fn`` of :meth:`PoissonCG.solve`: the carried predicate, which the step's last
+    kernel computes (``r . r > tol^2 b . b`` and ``iterations < max_iterations``) together with
+    the scalars it updates; testing it here instead would cost kernels every iteration."""
+    return CGState(*carried).running
+
+
 def poisson_rhs(n: int, device, dtype=None):
     """A smooth right-hand side on the ``n x n`` grid."""
     dtype = tp.float32 if dtype is None else dtype
@@ -146,7 +240,10 @@ def poisson_rhs(n: int, device, dtype=None):
 
 
 def cg_graph(solver: PoissonCG) -> tp.accelerator.Graph:
-    """Capture the full solve: one while node whose body is one CG step.
+    """Capture the full solve, :meth:`PoissonCG.solve`, into one graph: the initial state from
+    ``solver.b`` and one while node whose body is one CG step. Every replay solves from ``b``'s
+    current values (no :meth:`~PoissonCG.restart` needed) and leaves the result in the solver:
+    after the capture, ``solver.state`` is the graph's output buffers.
 
     One eager step runs first (then the solver restarts) so that the fused kernels are compiled
     before the capture."""
@@ -154,9 +251,8 @@ def cg_graph(solver: PoissonCG) -> tp.accelerator.Graph:
     solver.restart()
     graph = tp.accelerator.Graph()
     with graph:
-        graph.begin_capture_to_while_node(solver.running)
-        solver.step()
-        graph.end_capture_to_conditional_node()
+        state = solver.solve()
+    solver.state = state
     return graph
 
 

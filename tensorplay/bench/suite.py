@@ -3,12 +3,13 @@
 Each case times tensorplay and whichever peers are installed in the same run, on the current
 accelerator. A figure is the median over repeats of (wall time of a loop of calls, ending in a
 device synchronize) / calls, so each is a steady-state time per call including its share of
-device work. The large-products cases (:mod:`.products`) add TFLOP/s, an error check and
-tensorplay's throughput over torch's. A peer that cannot run here (``torch.compile`` without a
-compiler, say) is a row with no time and a note saying why. On the simulated accelerator sizes
-are small and times are host times, not GPU times. The eager table (:mod:`.eager`, JSON key
-``eager``) follows the cases, with its own rule: host cost per call, the fastest of several
-loops.
+device work. The cases that run a whole workload per call (the CG solve, the control-flow
+table of :mod:`.controlflow`) report the fastest of three runs instead. The large-products
+cases (:mod:`.products`) add TFLOP/s, an error check and tensorplay's throughput over torch's.
+A peer that cannot run here (``torch.compile`` without a compiler, say) is a row with no time
+and a note saying why. On the simulated accelerator sizes are small and times are host times,
+not GPU times. The eager table (:mod:`.eager`, JSON key ``eager``) follows the cases, with its
+own rule: host cost per call, the fastest of several loops.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import numpy as np
 import tensorplay as tp
 
 from . import eager, peers
+from .controlflow import control_flow_case
 from .models import cg_case, mlp_case
 from .products import SIZE as PRODUCT_SIZE
 from .products import SMALL_SIZE as SMALL_PRODUCT_SIZE
@@ -48,7 +50,9 @@ class Suite:
     ``us`` is microseconds per call, or None for a peer that could not run here (``note`` then
     says why, e.g. ``torch.compile`` without a compiler); ``note`` may also qualify a row that
     did run. Cases add their own keys: ``total_us`` (host-cost cases), ``iterations`` and
-    ``residual`` (CG), ``n``, ``dtype``, ``tflops``, ``rel_err``, ``tp/torch`` (products)."""
+    ``residual`` (CG, Newton), ``n``, ``dtype``, ``tflops``, ``rel_err``, ``tp/torch``
+    (products), ``steps``, ``per_step_us`` and ``overhead_us`` (the heat loop; ``rel_err`` too,
+    and on Newton's rows: the difference from a NumPy reference)."""
 
     def __init__(self, device: str, small: bool):
         self.device = device
@@ -124,9 +128,13 @@ class Suite:
         for row in cg_case(self.device, n):
             self.add(f"CG Poisson {n}x{n}", **row)
 
+    def control_flow(self) -> None:
+        for row in control_flow_case(self.device, self.small):
+            self.add(**row)
+
     def run(self) -> list[dict]:
         cases = [self.replay_overhead, self.stage_and_launch, self.eager_op,
-                 self.twenty_kernels, self.products, self.mlp, self.cg]
+                 self.twenty_kernels, self.products, self.mlp, self.cg, self.control_flow]
         for done, case in enumerate(cases):
             _progress(done, len(cases), case.__name__)
             case()
@@ -135,12 +143,18 @@ class Suite:
 
 
 def _extras(row: dict) -> str:
-    """What a row says beyond its time: CG's iterations and residual, a product's throughput,
+    """What a row says beyond its time: the iterations and residual of CG and Newton, the time
+    per step of the heat loop and its control-flow overhead per step, a product's throughput,
     error and throughput ratio to torch, and the row's note."""
     parts = []
     if "iterations" in row:
-        parts.append(f"iters={row['iterations']} per-iter={row['us'] / row['iterations']:.1f} us"
-                     f" residual={row['residual']:.1e}")
+        per_iteration = (f" per-iter={row['us'] / row['iterations']:.1f} us"
+                         if row["us"] is not None and row["iterations"] else "")
+        parts.append(f"iters={row['iterations']}{per_iteration} residual={row['residual']:.1e}")
+    if row.get("per_step_us") is not None:
+        parts.append(f"per-step={row['per_step_us']:.2f} us")
+    if row.get("overhead_us") is not None:
+        parts.append(f"overhead/step={row['overhead_us']:.2f} us")
     if row.get("tflops") is not None:
         parts.append(f"TFLOP/s={row['tflops']:.4g}")
     if row.get("rel_err") is not None:

@@ -17,6 +17,7 @@ import numpy as np
 
 from . import activations as _activations, creation as _creation, join as _join
 from . import linalg as _linalg
+from . import pointwise as _pointwise, shapes as _shapes
 from .. import _dtype
 from . import (
     indexing as _indexing,
@@ -295,7 +296,8 @@ def _build() -> list[str]:
     for alias, target in _ALIASES.items():
         table[alias] = table[target]
         names.append(alias)
-    for module in (_reductions, _linalg, _activations, _join, _views, _indexing):
+    for module in (_reductions, _linalg, _activations, _join, _views, _indexing, _pointwise,
+                   _shapes):
         for name in module.__all__:
             if name in ("getitem", "setitem") or name in _METHOD_ONLY:
                 continue

@@ -1,5 +1,5 @@
-"""Ops that join tensors or select between them: ``cat``/``stack``, ``where``, ``clamp``,
-``flip``, ``tril``/``triu`` and ``lerp``; and :func:`_apply`, the one-kernel formula engine that
+"""Ops that join tensors or select between them: ``cat``/``stack``, ``where``, ``clamp``; and
+:func:`_apply`, the one-kernel formula engine that
 these, ``activations.py`` and ``functional.py`` share.
 
 Every op checks its operands, works out the result's shape and dtype from metadata alone, takes
@@ -20,10 +20,9 @@ from . import transfer as _transfer
 from .tensor import Tensor, _normalize_dim
 
 __all__ = ["cat", "concat", "concatenate", "stack", "where", "clamp", "clip", "clamp_min",
-           "clamp_max", "flip", "tril", "triu", "lerp"]
+           "clamp_max"]
 
-TENSOR_METHODS = ("clamp", "clip", "clamp_", "clip_", "clamp_min", "clamp_max", "flip", "tril",
-                  "triu", "lerp")
+TENSOR_METHODS = ("clamp", "clip", "clamp_", "clip_", "clamp_min", "clamp_max")
 
 
 def _tensor_arg(value, op: str, name: str) -> Tensor:
@@ -236,56 +235,3 @@ def clamp_min(input, min) -> Tensor:
 
 def clamp_max(input, max) -> Tensor:
     return clamp(input, max=max)
-
-
-def flip(input, dims) -> Tensor:
-    """A copy with the order of elements reversed along ``dims`` (an int or a sequence)."""
-    tensor = _tensor_arg(input, "flip", "input")
-    dims = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
-    axes = tuple(_normalize_dim(d, tensor.ndim) for d in dims)
-    if len(set(axes)) != len(axes):
-        raise RuntimeError(f"flip: dims {dims} has a repeated dim")
-    if tensor.ndim == 0:
-        return tensor.clone()
-    return _apply("flip", [tensor], lambda xp, x: xp.flip(x, axis=axes))
-
-
-def _triangle(op: str, input, diagonal: int) -> Tensor:
-    tensor = _tensor_arg(input, op, "input")
-    if tensor.ndim < 2:
-        raise RuntimeError(f"{op}: input tensor must have at least 2 dimensions, got shape "
-                           f"{tensor.shape}")
-    k = int(diagonal)
-    return _apply(op, [tensor], lambda xp, x: getattr(xp, op)(x, k))
-
-
-def tril(input, diagonal: int = 0) -> Tensor:
-    """The lower triangle of the last two dims (elements above ``diagonal`` set to 0)."""
-    return _triangle("tril", input, diagonal)
-
-
-def triu(input, diagonal: int = 0) -> Tensor:
-    """The upper triangle of the last two dims (elements below ``diagonal`` set to 0)."""
-    return _triangle("triu", input, diagonal)
-
-
-
-def lerp(input, end, weight) -> Tensor:
-    """``input + weight * (end - input)``, in the form that is exact at ``weight`` 0 and 1.
-
-    Raises:
-        RuntimeError: ``input`` and ``end`` (or a tensor ``weight``) of different dtypes.
-    """
-    start = _tensor_arg(input, "lerp", "input")
-    stop = _tensor_arg(end, "lerp", "end")
-    for name, value in (("end", stop), ("weight", weight)):
-        if isinstance(value, Tensor) and value.dtype is not start.dtype:
-            raise RuntimeError(f"lerp: expected dtype {start.dtype.name} for `{name}` but got "
-                               f"dtype {value.dtype.name}")
-    if not start.dtype.is_floating_point:
-        raise TypeError(f"lerp(): expected floating point tensors, got {start.dtype.name}")
-
-    def formula(xp, s, e, w):
-        diff = e - s
-        return xp.where(xp.abs(w) < 0.5, s + w * diff, e - diff * (1 - w))
-    return _apply("lerp", [start, stop, weight], formula)

@@ -18,8 +18,10 @@ from . import (
     indexing as _indexing,
     join as _join,
     linalg as _linalg,
+    pointwise as _pointwise,
     random as _random,
     reductions as _reductions,
+    shapes as _shapes,
     repr as _repr,
     transfer as _transfer,
     views as _views,
@@ -107,7 +109,7 @@ _BINARY_METHODS = ("add", "sub", "mul", "div", "floor_divide", "remainder", "pow
                    "bitwise_left_shift", "bitwise_right_shift", "atan2", "fmod")
 #: modules whose ``TENSOR_METHODS`` names are installed as they are (later ones win)
 _METHOD_MODULES = (_transfer, _reductions, _linalg, _activations, _join, _views, _indexing,
-                   _functional)
+                   _pointwise, _shapes, _functional)
 
 
 def install() -> None:

@@ -29,12 +29,12 @@ from .tensor import Tensor, _normalize_dim
 __all__ = ["view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "permute",
            "transpose", "swapaxes", "swapdims", "t", "adjoint", "unsqueeze", "squeeze", "expand",
            "expand_as", "broadcast_to", "narrow", "select", "chunk", "split", "tensor_split",
-           "movedim", "moveaxis", "unbind", "diagonal", "view_as_real"]
+           "movedim", "moveaxis", "unbind", "view_as_real"]
 
 TENSOR_METHODS = ("view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "permute",
                   "transpose", "swapaxes", "swapdims", "t", "adjoint", "unsqueeze", "squeeze",
                   "expand", "expand_as", "broadcast_to", "narrow", "select", "chunk", "split",
-                  "tensor_split", "movedim", "moveaxis", "unbind", "diagonal")
+                  "tensor_split", "movedim", "moveaxis", "unbind")
 #: installed as read-only properties by ``_methods.install``
 TENSOR_PROPERTIES = ("T", "mT", "H", "mH", "real", "imag")
 
@@ -517,7 +517,8 @@ def unbind(tensor: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
 
 def diagonal(tensor: Tensor, offset: int = 0, dim1: int = 0, dim2: int = 1) -> Tensor:
     """The diagonal of the ``(dim1, dim2)`` matrices as the last dimension (a writable view);
-    ``offset > 0`` is above the main diagonal, ``< 0`` below."""
+    ``offset > 0`` is above the main diagonal, ``< 0`` below. The view primitive behind
+    ``shapes.diagonal`` (``tp.diagonal``), which checks the arguments as PyTorch does."""
     ndim = tensor.ndim
     if ndim < 2:
         raise RuntimeError(f"diagonal: expected a tensor of at least 2 dimensions, got {ndim}")

@@ -50,3 +50,23 @@ def cuda_backend_or_skip(what: str):
     if backend.device_count() == 0:
         pytest.skip("the cuda backend was selected but no GPU is visible", allow_module_level=True)
     return backend
+
+
+#: the backend calls that wait for (or poll) the device
+DEVICE_WAITS = ("stream_synchronize", "synchronize_device", "event_synchronize", "to_host",
+                "stream_query", "event_query")
+
+
+def count_device_waits(monkeypatch) -> list:
+    """Spy on every backend call that waits for the device; returns the list of their names,
+    appended as they are called (clear it before the part to count)."""
+    from tensorplay._runtime.select import accelerator_backend
+
+    backend = accelerator_backend()
+    calls: list = []
+    for name in DEVICE_WAITS:
+        def spy(*args, _name=name, _original=getattr(backend, name), **kwargs):
+            calls.append(_name)
+            return _original(*args, **kwargs)
+        monkeypatch.setattr(backend, name, spy)
+    return calls

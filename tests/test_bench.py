@@ -13,7 +13,7 @@ import pytest
 import tensorplay as tp
 from tensorplay.bench import controlflow, models, peers, products
 from tensorplay.bench.suite import format_table
-from support import accelerator_device, requires_accelerator, to_numpy
+from support import accelerator_device, count_device_waits, requires_accelerator, to_numpy
 
 
 @pytest.fixture
@@ -339,16 +339,7 @@ def test_newton_matches_numpy_eagerly_and_captured(device):
 
 @requires_accelerator
 def test_captured_control_flow_loops_make_no_host_synchronization(monkeypatch):
-    from tensorplay._runtime.select import accelerator_backend
-
-    backend = accelerator_backend()
-    calls = []
-    for name in ("stream_synchronize", "synchronize_device", "event_synchronize", "to_host",
-                 "stream_query", "event_query"):
-        def spy(*args, _name=name, _original=getattr(backend, name), **kwargs):
-            calls.append(_name)
-            return _original(*args, **kwargs)
-        monkeypatch.setattr(backend, name, spy)
+    calls = count_device_waits(monkeypatch)
     device = accelerator_device()
     heat_graph, _ = controlflow.Heat(device, 8, 12, 4).graph()
     newton_graph, (_, _, k) = controlflow.Newton(device, 64).graph()

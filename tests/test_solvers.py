@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from support import accelerator_device, requires_accelerator, supports, to_numpy
+from support import accelerator_device, count_device_waits, requires_accelerator, supports, to_numpy
 from tensorplay.bench import solvers as _solvers
 
 
@@ -142,16 +142,7 @@ def test_graph_solves_for_the_current_values_of_b():
 
 @requires_accelerator
 def test_captured_solve_makes_no_host_synchronization(monkeypatch):
-    from tensorplay._runtime.select import accelerator_backend
-
-    backend = accelerator_backend()
-    calls = []
-    for name in ("stream_synchronize", "synchronize_device", "event_synchronize", "to_host",
-                 "stream_query", "event_query"):
-        def spy(*args, _name=name, _original=getattr(backend, name), **kwargs):
-            calls.append(_name)
-            return _original(*args, **kwargs)
-        monkeypatch.setattr(backend, name, spy)
+    calls = count_device_waits(monkeypatch)
     solver = _solvers.PoissonCG(_solvers.poisson_rhs(16, accelerator_device()), 1e-5, 160)
     graph = _solvers.cg_graph(solver)
     calls.clear()

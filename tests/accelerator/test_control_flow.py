@@ -12,7 +12,9 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from support import accelerator_device, requires_accelerator, requires_devices, to_numpy
+from support import (
+    accelerator_device, count_device_waits, requires_accelerator, requires_devices, to_numpy,
+)
 
 Graph = tp.accelerator.Graph
 current_capturing_graph = tp.accelerator.graphs.current_capturing_graph
@@ -799,16 +801,7 @@ def test_current_capturing_graph_without_a_capture():
 def test_no_host_synchronization_during_a_captured_loop(dev, monkeypatch):
     """Every backend call that waits for the device is counted: capturing and replaying the
     loops makes none; the eager run of the same code makes one per decision."""
-    from tensorplay._runtime.select import accelerator_backend
-
-    backend = accelerator_backend()
-    calls = []
-    for name in ("stream_synchronize", "synchronize_device", "event_synchronize", "to_host",
-                 "stream_query", "event_query"):
-        def spy(*args, _name=name, _original=getattr(backend, name), **kwargs):
-            calls.append(_name)
-            return _original(*args, **kwargs)
-        monkeypatch.setattr(backend, name, spy)
+    calls = count_device_waits(monkeypatch)
 
     def program(x, n):
         return three_deep(x, n), newton_sqrt(x.abs().to(tp.float64) + 1)[0]

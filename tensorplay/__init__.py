@@ -17,7 +17,7 @@ from ._dtype import (  # noqa: E402
 from ._runtime.device import device  # noqa: E402
 from ._errors import OutOfMemoryError  # noqa: E402
 from ._version import __version__  # noqa: E402
-from ._tensor.tensor import Tensor  # noqa: E402
+from ._tensor.tensor import Size, Tensor  # noqa: E402
 from ._tensor import methods as _methods  # noqa: E402
 
 _methods.install()
@@ -35,6 +35,8 @@ from . import accelerator  # noqa: E402
 from .accelerator.control_flow import cond, fori_loop, switch, while_loop  # noqa: E402
 from . import nn  # noqa: E402
 from .compiler import compile  # noqa: E402
+from ._tensor.repr import set_printoptions  # noqa: E402
+from .serialization import load, save  # noqa: E402
 
 
 

@@ -21,7 +21,65 @@ from .._runtime import capture as _capture, dispatch as _dispatch, state as _sta
 from .. import _dtype
 from .._runtime.device import device as _device_cls
 
-__all__ = ["Tensor"]
+__all__ = ["Size", "Tensor"]
+
+
+class Size(tuple):
+    """The shape of a tensor: a tuple of ints, as ``torch.Size``.
+
+    ``x.shape`` and ``x.size()`` return one; it compares, hashes and unpacks as the plain tuple
+    (``x.shape == (2, 3)`` is True). ``size + tuple`` gives a ``Size``; ``numel()`` is the
+    product of its sizes (1 for ``Size([])``).
+
+    Pitfall: indexing and slicing are tuple's own, kept free of Python frames because shapes
+    are read on every op; so ``x.shape[1:]`` is a plain tuple here (a ``Size`` in PyTorch).
+
+    Raises:
+        TypeError: ``Size(...)`` of something that is not an iterable of ints (one-element
+            integer tensors are accepted, as in PyTorch).
+    """
+
+    __slots__ = ()
+
+    def __new__(cls, sizes=()) -> "Size":
+        try:
+            items = tuple(sizes)
+        except TypeError:
+            raise TypeError(f"Size() takes an iterable of ints, got "
+                            f"{type(sizes).__name__}") from None
+        for position, item in enumerate(items):
+            if isinstance(item, builtins.bool) or not isinstance(item, (int, np.integer)):
+                if isinstance(item, Tensor) and item.numel() == 1 and not (
+                        item.dtype.is_floating_point or item.dtype.is_complex
+                        or item.dtype.name == "bool"):
+                    continue
+                raise TypeError(f"Size() takes an iterable of ints, but element {position} "
+                                f"is {type(item).__name__} {item!r}")
+        return tuple.__new__(cls, (int(item) for item in items))
+
+    def __repr__(self) -> str:
+        return f"tensorplay.Size({list(self)})"
+
+    __str__ = __repr__
+
+    def __add__(self, other):
+        if not isinstance(other, tuple):
+            return NotImplemented
+        return _new_size(Size, tuple.__add__(self, other))
+
+    def numel(self) -> int:
+        """The number of elements a tensor of this shape holds (the product of the sizes)."""
+        count = 1
+        for size in self:
+            count *= size
+        return count
+
+    def __reduce__(self):
+        return (Size, (tuple(self),))
+
+
+#: builds a Size from a tuple of ints with no Python frame (the hot path of ``Tensor.shape``)
+_new_size = tuple.__new__
 
 
 class Tensor:
@@ -53,12 +111,17 @@ class Tensor:
 
     # -- attributes -------------------------------------------------------------------------
     @property
-    def shape(self) -> tuple[int, ...]:
+    def shape(self) -> Size:
+        """The sizes of the dimensions as a :class:`Size` (a tuple subclass)."""
         self._check_guard()
-        return tuple(self._data.shape)
+        return _new_size(Size, self._data.shape)
 
     def size(self, dim: int | None = None):
-        """The shape, or the size of one dimension."""
+        """The shape as a :class:`Size`, or the size of dimension ``dim`` as an int.
+
+        Raises:
+            IndexError: ``dim`` out of range; TypeError: ``dim`` not an int.
+        """
         shape = self.shape
         if dim is None:
             return shape
@@ -80,13 +143,26 @@ class Tensor:
         return self._data.ndim
 
     def numel(self) -> int:
+        """The number of elements (1 for a 0-d tensor, 0 for an empty one)."""
+        return int(self._data.size)
+
+    def nelement(self) -> int:
+        """Alias of :meth:`numel`."""
         return int(self._data.size)
 
     def element_size(self) -> int:
+        """Bytes per element (a method, as in PyTorch; :attr:`itemsize` is the property)."""
+        return self._dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        """Bytes per element (a property, as in PyTorch)."""
         return self._dtype.itemsize
 
     @property
     def nbytes(self) -> int:
+        """``numel() * itemsize``: the bytes of the elements this view shows (not the size of
+        the memory it aliases, which may be larger for a view)."""
         return int(self._data.size) * self._dtype.itemsize
 
     def stride(self, dim: int | None = None):
@@ -107,6 +183,15 @@ class Tensor:
     @property
     def is_cuda(self) -> bool:
         return self._device.type == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        """Whether the tensor lives on the host (``cpu``)."""
+        return self._device.type == "cpu"
+
+    def get_device(self) -> int:
+        """The device index: ``-1`` for a cpu tensor, as in PyTorch, else the index."""
+        return -1 if self._device.type == "cpu" else self._device.index
 
     def is_floating_point(self) -> bool:
         """Whether the dtype is a floating point type (a method, as in PyTorch)."""
@@ -197,6 +282,26 @@ class Tensor:
 
     def __hash__(self) -> int:
         return id(self)
+
+    def __format__(self, format_spec: str) -> str:
+        """``format(t, spec)`` / ``f"{t:.3f}"``, as PyTorch: a 0-d tensor formats its value
+        (``f"{tp.tensor(1.5)}"`` is ``'1.5'``, not the repr); any other tensor formats as
+        ``str(t)`` with an empty spec.
+
+        Pitfall: a one-element tensor that is not 0-d (``tensor([1.5])``) is not a scalar to
+        PyTorch either; index it (``t[0]``) or call ``t.item()`` first.
+
+        Raises:
+            TypeError: a non-empty spec for a tensor that is not 0-d (as ``object.__format__``).
+        """
+        if self._data.ndim == 0:
+            return format(self.item(), format_spec)
+        if format_spec:
+            raise TypeError(f"unsupported format string {format_spec!r} passed to "
+                            f"Tensor.__format__: only a 0-d tensor formats its value, this one "
+                            f"has shape {tuple(self._data.shape)}; use t.item() or index it to "
+                            f"one element first")
+        return str(self)
 
     # -- DLPack ---------------------------------------------------------------------------------
     def __dlpack__(self, *args, **kwargs):

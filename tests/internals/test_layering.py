@@ -24,7 +24,7 @@ FLOORS = (
     ("backends", ("tensorplay.backends",)),
     ("_runtime", ("tensorplay._runtime",)),
     ("_tensor", ("tensorplay._tensor",)),
-    ("accelerator", ("tensorplay.accelerator", "tensorplay.nn")),
+    ("accelerator", ("tensorplay.accelerator", "tensorplay.nn", "tensorplay.serialization")),
     ("compiler", ("tensorplay.compiler",)),
     ("top", ("tensorplay.bench", "tensorplay.__main__", "tensorplay")),
 )

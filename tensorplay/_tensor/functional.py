@@ -17,7 +17,7 @@ import numpy as np
 
 from . import activations as _activations, creation as _creation, join as _join
 from . import linalg as _linalg
-from . import pointwise as _pointwise, shapes as _shapes
+from . import pointwise as _pointwise, scatter as _scatter, search as _search, shapes as _shapes
 from .. import _dtype
 from . import (
     indexing as _indexing,
@@ -297,7 +297,7 @@ def _build() -> list[str]:
         table[alias] = table[target]
         names.append(alias)
     for module in (_reductions, _linalg, _activations, _join, _views, _indexing, _pointwise,
-                   _shapes):
+                   _shapes, _scatter, _search):
         for name in module.__all__:
             if name in ("getitem", "setitem") or name in _METHOD_ONLY:
                 continue

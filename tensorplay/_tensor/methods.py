@@ -21,6 +21,8 @@ from . import (
     pointwise as _pointwise,
     random as _random,
     reductions as _reductions,
+    scatter as _scatter,
+    search as _search,
     shapes as _shapes,
     repr as _repr,
     transfer as _transfer,
@@ -109,7 +111,7 @@ _BINARY_METHODS = ("add", "sub", "mul", "div", "floor_divide", "remainder", "pow
                    "bitwise_left_shift", "bitwise_right_shift", "atan2", "fmod")
 #: modules whose ``TENSOR_METHODS`` names are installed as they are (later ones win)
 _METHOD_MODULES = (_transfer, _reductions, _linalg, _activations, _join, _views, _indexing,
-                   _pointwise, _shapes, _functional)
+                   _pointwise, _shapes, _scatter, _search, _functional)
 
 
 def install() -> None:

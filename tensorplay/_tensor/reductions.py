@@ -35,12 +35,18 @@ TENSOR_METHODS = ("sum", "mean", "prod", "amax", "amin", "max", "min", "argmax",
 
 
 class return_types:
-    """The named tuples ``max``/``min`` (with a ``dim``), ``sort`` and ``topk`` return."""
+    """The named tuples ``(values, indices)`` that ``max``/``min``/``median``/``mode``/
+    ``kthvalue`` (with a ``dim``), ``sort``, ``topk``, ``cummax`` and ``cummin`` return."""
 
     max = namedtuple("max", ["values", "indices"])
     min = namedtuple("min", ["values", "indices"])
     sort = namedtuple("sort", ["values", "indices"])
     topk = namedtuple("topk", ["values", "indices"])
+    median = namedtuple("median", ["values", "indices"])
+    mode = namedtuple("mode", ["values", "indices"])
+    kthvalue = namedtuple("kthvalue", ["values", "indices"])
+    cummax = namedtuple("cummax", ["values", "indices"])
+    cummin = namedtuple("cummin", ["values", "indices"])
 
 
 # -- shared machinery ---------------------------------------------------------------------------

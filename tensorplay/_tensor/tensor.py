@@ -111,8 +111,8 @@ class Tensor:
 
     # -- attributes -------------------------------------------------------------------------
     @property
-    def shape(self) -> Size:
-        """The sizes of the dimensions as a :class:`Size` (a tuple subclass)."""
+    def shape(self) -> tuple[int, ...]:
+        """The sizes of the dimensions as a :class:`Size` (a tuple subclass, typed as its tuple)."""
         self._check_guard()
         return _new_size(Size, self._data.shape)
 

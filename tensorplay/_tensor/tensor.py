@@ -62,6 +62,12 @@ class Size(tuple):
 
     __str__ = __repr__
 
+    def __format__(self, spec: str) -> str:
+        """In an f-string (``f"{x.shape}"``, as tensorplay's error messages write shapes) a Size
+        reads as its tuple, ``(2, 3)``; ``repr``/``str``/``print`` give ``tensorplay.Size([2,
+        3])``."""
+        return format(tuple.__repr__(self), spec)
+
     def __add__(self, other):
         if not isinstance(other, tuple):
             return NotImplemented

@@ -116,12 +116,11 @@ def _cg_tour(device: str) -> None:
     supported = tp.accelerator.get_device_capability(device)["supported_dtypes"]
     dtype = tp.float64 if tp.float64 in supported else tp.float32
     n, tol = 64, 1e-6
-    print(f"\n== conjugate gradients, 2-D Poisson {n}x{n} in {dtype.name}, one graph, while node "
-          f"on {device} ==")
+    print(f"\n== conjugate gradients, 2-D Poisson {n}x{n} in {dtype.name}, one graph "
+          f"(tp.while_loop: a device-side while node) on {device} ==")
     solver = _solvers.PoissonCG(_solvers.poisson_rhs(n, device, dtype), tol,
                                 max_iterations=10 * n)
-    graph = _solvers.cg_graph(solver)
-    solver.restart()
+    graph = _solvers.cg_graph(solver)   # the replay starts from b: no restart needed
     start = time.perf_counter()
     graph.replay()
     tp.accelerator.synchronize()

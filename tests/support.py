@@ -70,3 +70,29 @@ def count_device_waits(monkeypatch) -> list:
             return _original(*args, **kwargs)
         monkeypatch.setattr(backend, name, spy)
     return calls
+
+
+def make_tensor(values, device, dtype=None):
+    """A tensor from ``values`` on ``device``: NumPy data keeps its dtype, Python floats become
+    float32 (as torch.tensor does)."""
+    import tensorplay as tp
+
+    keep = isinstance(values, (np.ndarray, np.generic))
+    values = np.asarray(values)
+    if dtype is None and values.dtype.kind == "f" and not keep:
+        dtype = tp.float32
+    return tp.tensor(values, dtype=dtype, device=device)
+
+
+def check_result(result, expected, dtype, rtol: float = 1e-6, atol: float = 1e-6) -> None:
+    """``result`` has ``dtype`` and ``expected``'s shape and values (floats within tolerance,
+    others exactly)."""
+    assert result.dtype == dtype, (result.dtype, dtype)
+    got = to_numpy(result)
+    expected = np.asarray(expected)
+    assert got.shape == expected.shape, (got.shape, expected.shape)
+    if dtype.is_floating_point:
+        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
+                                   rtol=rtol, atol=atol)
+    else:
+        np.testing.assert_array_equal(got, expected)

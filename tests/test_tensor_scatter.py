@@ -10,30 +10,13 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from support import requires_accelerator, to_numpy
+from support import check_result, make_tensor, requires_accelerator, to_numpy
 
 RNG = np.random.default_rng(15)
 
 
-def T(values, device, dtype=None):  # noqa: N802
-    """NumPy data keeps its dtype; Python floats become float32."""
-    keep = isinstance(values, (np.ndarray, np.generic))
-    values = np.asarray(values)
-    if dtype is None and values.dtype.kind == "f" and not keep:
-        dtype = tp.float32
-    return tp.tensor(values, dtype=dtype, device=device)
-
-
-def check(result, expected, dtype):
-    assert result.dtype == dtype, (result.dtype, dtype)
-    got = to_numpy(result)
-    expected = np.asarray(expected)
-    assert got.shape == expected.shape, (got.shape, expected.shape)
-    if dtype.is_floating_point:
-        np.testing.assert_allclose(got.astype(np.float64), expected.astype(np.float64),
-                                   rtol=1e-6, atol=1e-6)
-    else:
-        np.testing.assert_array_equal(got, expected)
+T = make_tensor
+check = check_result
 
 
 # -- references: one element at a time ---------------------------------------------------------

@@ -1,9 +1,10 @@
 """The cuda backend's one kernel cache, and tensorplay's own CUDA kernels (NVRTC through
 ``cupy.RawKernel``), compiled lazily per device.
 
-Every kernel object the backend builds (these, the GEMMs and ``erf`` of ``_linalg.py``, the
-activations) is made once through :func:`cached` and loaded once per device through
-:func:`warm`; nothing compiles at import.
+Every kernel object the backend builds (these, the elementwise and fused-chain kernels of
+``_elementwise.py``, ``erf``) is made once through :func:`cached` and loaded once per device
+through :func:`warm`; nothing compiles at import. (``_activations.py``'s softmax kernels still
+keep a small cache of their own.)
 
 - ``tp_set_conditional(handle, const bool* pred)``: sets a conditional node's handle from a
   device predicate with ``cudaGraphSetConditional`` (a device-runtime builtin the driver resolves

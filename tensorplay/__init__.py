@@ -30,6 +30,9 @@ from ._tensor.functional import *  # noqa: E402,F401,F403
 from ._tensor.functional import __all__ as _functional_all  # noqa: E402
 from ._tensor.linalg import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402,F401
 from ._tensor.random import manual_seed, initial_seed, seed, rand, randn, randint, normal  # noqa: E402
+from ._tensor.random import (  # noqa: E402
+    bernoulli, rand_like, randint_like, randn_like, randperm,
+)
 from .accelerator._streams import Event, Stream  # noqa: E402
 from . import accelerator  # noqa: E402
 from .accelerator.control_flow import cond, fori_loop, switch, while_loop  # noqa: E402

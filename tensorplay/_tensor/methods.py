@@ -144,6 +144,10 @@ def install() -> None:
     Tensor.zero_ = zero_
     Tensor.type = _transfer.tensor_type
     Tensor.uniform_ = _random.uniform_
+    Tensor.bernoulli = _random.bernoulli
+    Tensor.bernoulli_ = _random.bernoulli_
+    Tensor.exponential_ = _random.exponential_
+    Tensor.geometric_ = _random.geometric_
     Tensor.normal_ = _random.normal_
     Tensor.random_ = _random.random_
     for module in _METHOD_MODULES:

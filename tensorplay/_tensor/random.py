@@ -22,7 +22,7 @@ from .._runtime import device as _device, dispatch as _dispatch
 from .. import _dtype, _philox
 from .._runtime import writes as _writes
 from .._runtime.select import accelerator_backend
-from . import creation as _creation
+from . import creation as _creation, elementwise as _ops, reductions as _reductions
 from .tensor import Tensor
 
 __all__ = ["manual_seed", "initial_seed", "seed", "rand", "randn", "randint", "normal"]
@@ -247,3 +247,102 @@ def seed() -> int:
 def initial_seed() -> int:
     """The seed the cpu generator was last seeded with."""
     return generator_for(_device.CPU).initial_seed
+
+
+# -- more of PyTorch's random API (issue 15), built on the philox fills above -----------------
+def rand_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """Uniform numbers in ``[0, 1)`` with ``input``'s shape (and dtype and device, unless
+    given)."""
+    return rand(tuple(input.shape), dtype=input.dtype if dtype is None else dtype,
+                device=input.device if device is None else device)
+
+
+def randn_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+    """Standard normal numbers with ``input``'s shape (and dtype and device, unless given)."""
+    return randn(tuple(input.shape), dtype=input.dtype if dtype is None else dtype,
+                 device=input.device if device is None else device)
+
+
+def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype=None,
+                 device=None) -> Tensor:
+    """Integers uniform in ``[low, high)`` with ``input``'s shape (``randint_like(input,
+    high)`` starts at 0), in ``input``'s dtype and device unless given."""
+    if high is None:
+        low, high = 0, low
+    return randint(low, high, tuple(input.shape),
+                   dtype=input.dtype if dtype is None else dtype,
+                   device=input.device if device is None else device)
+
+
+def _uniform_like(tensor: Tensor) -> Tensor:
+    """Fresh uniform numbers in ``[0, 1)`` of ``tensor``'s shape, in float64 where the device
+    holds it (so thresholds such as a probability are compared at full precision)."""
+    dtype = _dtype.float64 if _dispatch_supports(tensor.device, _dtype.float64) else \
+        _dtype.float32
+    return rand(tuple(tensor.shape), dtype=dtype, device=tensor.device)
+
+
+def _dispatch_supports(device, dtype) -> bool:
+    try:
+        _dispatch.check_dtype_supported(device, dtype)
+    except TypeError:
+        return False
+    return True
+
+
+def _check_probability(name: str, p) -> None:
+    if isinstance(p, Tensor):
+        return   # values are not read on the host (capture-safe); out-of-range gives 0 or 1
+    if not 0 <= p <= 1:
+        raise RuntimeError(f"{name}: expected 0 <= p <= 1, but got p={p}")
+
+
+def bernoulli(input: Tensor, p: float | None = None) -> Tensor:
+    """0/1 draws with probabilities ``input`` (or the number ``p``), in ``input``'s (floating)
+    dtype: ``uniform < p``. Capture-safe: a probability tensor is not checked on the host."""
+    probability = input if p is None else p
+    _check_probability("bernoulli", probability)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"bernoulli: expected a floating point tensor, got {input.dtype.name}")
+    draws = _ops.binary("lt", _uniform_like(input), probability)
+    return draws.to(input.dtype)
+
+
+def bernoulli_(tensor: Tensor, p=0.5) -> Tensor:
+    """Fill ``tensor`` with 0/1 draws of probability ``p`` (a number or a tensor that
+    broadcasts)."""
+    _check_probability("bernoulli_", p)
+    return tensor.copy_(bernoulli(_creation.empty(tuple(tensor.shape), dtype=tensor.dtype
+                                                  if tensor.dtype.is_floating_point else
+                                                  _dtype.float32, device=tensor.device), p))
+
+
+def exponential_(tensor: Tensor, lambd: float = 1.0) -> Tensor:
+    """Fill with exponential numbers of rate ``lambd``: ``-log(1 - u) / lambd``."""
+    if not tensor.dtype.is_floating_point:
+        raise RuntimeError(f"exponential_: expected a floating point tensor, got "
+                           f"{tensor.dtype.name}")
+    if not lambd > 0:
+        raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
+    u = _uniform_like(tensor)
+    return tensor.copy_(-(-u).log1p() / lambd)
+
+
+def geometric_(tensor: Tensor, p: float) -> Tensor:
+    """Fill with the number of trials up to the first success, success probability ``p``:
+    ``floor(log(1 - u) / log(1 - p)) + 1``, so at least 1."""
+    if not 0 < p < 1:
+        raise RuntimeError(f"geometric_ expects p to be in (0, 1), got p={p}")
+    u = _uniform_like(tensor)
+    return tensor.copy_((-u).log1p().div(float(np.log1p(-p))).floor() + 1)
+
+
+def randperm(n: int, *, dtype=None, device=None) -> Tensor:
+    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``): the stable argsort of
+    fresh uniform keys, so it runs on the device and inside a capture."""
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
+        raise RuntimeError(f"randperm: n must be a non-negative int, got {n!r}")
+    dtype = _dtype.int64 if dtype is None else _dtype.to_dtype(dtype)
+    keys = _uniform_like(_creation.empty(int(n), device=device))
+    order = _reductions.argsort(keys)
+    return order if dtype is _dtype.int64 else order.to(dtype)

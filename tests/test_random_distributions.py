@@ -99,3 +99,55 @@ def test_fresh_draws_on_every_replay():
         seen.append(to_numpy(out).copy())
     assert not np.array_equal(seen[0], seen[1]) and not np.array_equal(seen[1], seen[2])
     assert all(math.isclose(s.mean(), 0.5, abs_tol=0.15) for s in seen)
+
+
+# -- tp.Generator -------------------------------------------------------------------------------
+def test_generator_objects_draw_like_the_default_generator_seeded_alike(device):
+    tp.manual_seed(5)
+    expected = to_numpy(tp.rand(16, device=device))
+    g = tp.Generator(device)
+    assert g.manual_seed(5) is g and g.initial_seed() == 5
+    np.testing.assert_array_equal(to_numpy(tp.rand(16, device=device, generator=g)), expected)
+    state = g.get_state()
+    first = to_numpy(tp.randn(8, device=device, generator=g))
+    g.set_state(state)
+    np.testing.assert_array_equal(to_numpy(tp.randn(8, device=device, generator=g)), first)
+    # independent of the default generator
+    tp.manual_seed(5)
+    tp.rand(16, device=device, generator=tp.Generator(device).manual_seed(9))
+    np.testing.assert_array_equal(to_numpy(tp.rand(16, device=device)), expected)
+    for draw in (lambda: tp.randint(0, 5, (4,), device=device, generator=g),
+                 lambda: tp.normal(0.0, 1.0, (4,), device=device, generator=g),
+                 lambda: tp.empty(4, device=device).uniform_(generator=g),
+                 lambda: tp.empty(4, device=device).normal_(generator=g),
+                 lambda: tp.empty(4, dtype=tp.int64, device=device).random_(0, 9, generator=g),
+                 lambda: tp.bernoulli(tp.full((4,), 0.5, device=device), generator=g),
+                 lambda: tp.empty(4, device=device).exponential_(generator=g),
+                 lambda: tp.empty(4, device=device).geometric_(0.5, generator=g),
+                 lambda: tp.randperm(4, device=device, generator=g)):
+        assert draw().shape == (4,)
+    seed = g.seed()
+    assert isinstance(seed, int) and g.initial_seed() == seed
+    assert "Generator on" in repr(g)
+
+
+def test_generator_errors(device):
+    with pytest.raises(TypeError, match="generator must be a tensorplay.Generator, got int"):
+        tp.rand(2, device=device, generator=3)
+    if device != "cpu":
+        with pytest.raises(RuntimeError, match="expected a generator of"):
+            tp.rand(2, device=device, generator=tp.Generator("cpu"))
+
+
+@requires_accelerator
+def test_a_generator_inside_a_capture_draws_fresh_numbers_per_replay():
+    dev = accelerator_device()
+    g = tp.Generator(dev).manual_seed(3)
+    out = tp.zeros(64, device=dev)
+    graph = tp.accelerator.Graph()
+    with graph:
+        out.copy_(tp.rand(64, device=dev, generator=g))
+    graph.replay()
+    first = to_numpy(out).copy()
+    graph.replay()
+    assert not np.array_equal(first, to_numpy(out))

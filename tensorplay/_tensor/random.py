@@ -54,12 +54,37 @@ def normalize_seed(value) -> int:
 
 
 class Generator:
-    """The Philox generator of one device; its state tensor lives on that device."""
+    """A Philox generator of one device (PyTorch's ``torch.Generator(device="cpu")``): its state
+    lives on that device, so draws from it are graph-safe like the default generators'. Pass it
+    as ``generator=`` to the random functions; ``manual_seed`` returns the generator itself.
 
-    def __init__(self, device: _device.device):
-        self.device = device
-        self.initial_seed = DEFAULT_SEED
-        self._state: Tensor | None = None
+    Each device also has a default generator (``tp.manual_seed`` seeds them all); a Generator
+    made here is independent of it.
+
+    Raises:
+        RuntimeError: (from the random functions) a generator of another device than the
+            tensor being filled.
+    """
+
+    def __init__(self, device="cpu"):
+        self.device = device if isinstance(device, _device.device) else _device.device(device)
+        self._initial_seed = DEFAULT_SEED
+        # made now (a host-to-device copy), not at a first draw that may be inside a capture
+        self._state: Tensor | None = _creation.tensor([self._initial_seed, 0],
+                                                      dtype=_dtype.uint64, device=self.device)
+
+    def __repr__(self) -> str:
+        return f"<tensorplay.Generator on {self.device}, initial seed {self._initial_seed}>"
+
+    def initial_seed(self) -> int:
+        """The seed this generator was last seeded with."""
+        return self._initial_seed
+
+    def seed(self) -> int:
+        """Seed from the operating system's randomness; return the seed."""
+        value = int.from_bytes(os.urandom(8), "little") >> 1
+        self.manual_seed(value)
+        return value
 
     def state(self) -> Tensor:
         """The ``[seed, offset]`` uint64 tensor on the device, created on first use.
@@ -70,15 +95,17 @@ class Generator:
         if self._state is None:
             with _lock:
                 if self._state is None:
-                    self._state = _creation.tensor([self.initial_seed, 0], dtype=_dtype.uint64,
+                    self._state = _creation.tensor([self._initial_seed, 0], dtype=_dtype.uint64,
                                          device=self.device)
         return self._state
 
-    def manual_seed(self, value) -> None:
+    def manual_seed(self, value) -> "Generator":
+        """Seed it (an int, or an integral float); returns the generator, as PyTorch's."""
         seed_value = normalize_seed(value)
-        self.initial_seed = seed_value
+        self._initial_seed = seed_value
         self.state().copy_(Tensor._make(np.array([seed_value, 0], dtype=np.uint64),
                                         _device.CPU, _dtype.uint64))
+        return self
 
     def get_state(self) -> Tensor:
         """A cpu uint8 tensor of 16 bytes: seed then offset, little-endian (waits for the
@@ -93,7 +120,7 @@ class Generator:
 
     def load_words(self, words: np.ndarray) -> None:
         """Restore the ``[seed, offset]`` uint64 words that :func:`state_words` checked."""
-        self.initial_seed = int(words[0])
+        self._initial_seed = int(words[0])
         self.state().copy_(Tensor._make(words, _device.CPU, _dtype.uint64))
 
 
@@ -125,13 +152,26 @@ def generator_for(device: _device.device) -> Generator:
     return generator
 
 
-def _fill(out: Tensor, name: str, fill, *args) -> Tensor:
+def _generator(generator, device: _device.device, name: str) -> Generator:
+    """``generator`` (checked to be a Generator of ``device``), or the device's default."""
+    if generator is None:
+        return generator_for(device)
+    if not isinstance(generator, Generator):
+        raise TypeError(f"{name}: generator must be a tensorplay.Generator, got "
+                        f"{type(generator).__name__}")
+    if generator.device != device:
+        raise RuntimeError(f"{name}: expected a generator of {device}, got one of "
+                           f"{generator.device}")
+    return generator
+
+
+def _fill(out: Tensor, name: str, fill, *args, generator=None) -> Tensor:
     out._check_guard()
     if not out.is_contiguous():
         raise ValueError(f"{name}: the output must be contiguous, got strides {out.stride()}")
+    state = _generator(generator, out.device, name).state()._data
     if _writes.active:   # Note [write records]
         _writes.note(out)
-    state = generator_for(out.device).state()._data
     data = out._data
 
     def kernel():
@@ -148,22 +188,22 @@ def _float_dtype(dtype, name: str) -> _dtype.dtype:
     return dtype
 
 
-def uniform_(tensor: Tensor, low: float = 0.0, high: float = 1.0) -> Tensor:
+def uniform_(tensor: Tensor, low: float = 0.0, high: float = 1.0, *, generator=None) -> Tensor:
     """Fill with uniform numbers in ``[low, high)``."""
     if not tensor.dtype.is_floating_point:
         raise TypeError(f"uniform_: needs a floating tensor, got {tensor.dtype.name}")
     if not low <= high:
         raise ValueError(f"uniform_: expects low <= high, got low={low}, high={high}")
-    return _fill(tensor, "uniform", _philox.fill_uniform, low, high)
+    return _fill(tensor, "uniform", _philox.fill_uniform, low, high, generator=generator)
 
 
-def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0) -> Tensor:
+def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, *, generator=None) -> Tensor:
     """Fill with normal numbers of mean ``mean`` and standard deviation ``std``."""
     if not tensor.dtype.is_floating_point:
         raise TypeError(f"normal_: needs a floating tensor, got {tensor.dtype.name}")
     if std < 0:
         raise ValueError(f"normal_: std must be >= 0, got {std}")
-    return _fill(tensor, "normal", _philox.fill_normal, mean, std)
+    return _fill(tensor, "normal", _philox.fill_normal, mean, std, generator=generator)
 
 
 def _check_randint(name: str, dtype: _dtype.dtype, low: int, high: int) -> None:
@@ -185,7 +225,7 @@ def _check_randint(name: str, dtype: _dtype.dtype, low: int, high: int) -> None:
                            f"[-2**63, 2**63) or uint64 [0, 2**64)")
 
 
-def random_(tensor: Tensor, low: int, high: int) -> Tensor:
+def random_(tensor: Tensor, low: int, high: int, *, generator=None) -> Tensor:
     """Fill with integers uniform in ``[low, high)``.
 
     Raises:
@@ -193,20 +233,22 @@ def random_(tensor: Tensor, low: int, high: int) -> Tensor:
             tensor (checked at the call, on every device).
     """
     _check_randint("random_", tensor.dtype, low, high)
-    return _fill(tensor, "randint", _philox.fill_randint, low, high)
+    return _fill(tensor, "randint", _philox.fill_randint, low, high, generator=generator)
 
 
-def rand(*size, dtype=None, device=None) -> Tensor:
+def rand(*size, dtype=None, device=None, generator=None) -> Tensor:
     """Uniform numbers in ``[0, 1)``."""
-    return uniform_(_creation.empty(*size, dtype=_float_dtype(dtype, "rand"), device=device))
+    return uniform_(_creation.empty(*size, dtype=_float_dtype(dtype, "rand"), device=device),
+                    generator=generator)
 
 
-def randn(*size, dtype=None, device=None) -> Tensor:
+def randn(*size, dtype=None, device=None, generator=None) -> Tensor:
     """Standard normal numbers."""
-    return normal_(_creation.empty(*size, dtype=_float_dtype(dtype, "randn"), device=device))
+    return normal_(_creation.empty(*size, dtype=_float_dtype(dtype, "randn"), device=device),
+                   generator=generator)
 
 
-def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
+def randint(low, high=None, size=None, dtype=None, device=None, generator=None) -> Tensor:
     """Integers uniform in ``[low, high)`` (``randint(high, size)`` starts at 0)."""
     if size is None:
         if high is None or not isinstance(high, (tuple, list)):
@@ -218,13 +260,13 @@ def randint(low, high=None, size=None, dtype=None, device=None) -> Tensor:
     low, high = int(low), int(high)
     _check_randint("randint", dtype, low, high)
     return _fill(_creation.empty(*tuple(size), dtype=dtype, device=device), "randint",
-                 _philox.fill_randint, low, high)
+                 _philox.fill_randint, low, high, generator=generator)
 
 
-def normal(mean: float, std: float, size, dtype=None, device=None) -> Tensor:
+def normal(mean: float, std: float, size, dtype=None, device=None, generator=None) -> Tensor:
     """Normal numbers of the given ``size``."""
     return normal_(_creation.empty(*tuple(size), dtype=_float_dtype(dtype, "normal"),
-                                   device=device), mean, std)
+                                   device=device), mean, std, generator=generator)
 
 
 def manual_seed(value) -> None:
@@ -246,7 +288,7 @@ def seed() -> int:
 
 def initial_seed() -> int:
     """The seed the cpu generator was last seeded with."""
-    return generator_for(_device.CPU).initial_seed
+    return generator_for(_device.CPU).initial_seed()
 
 
 # -- more of PyTorch's random API (issue 15), built on the philox fills above -----------------
@@ -274,12 +316,12 @@ def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype=
                    device=input.device if device is None else device)
 
 
-def _uniform_like(tensor: Tensor) -> Tensor:
+def _uniform_like(tensor: Tensor, generator=None) -> Tensor:
     """Fresh uniform numbers in ``[0, 1)`` of ``tensor``'s shape, in float64 where the device
     holds it (so thresholds such as a probability are compared at full precision)."""
     dtype = _dtype.float64 if _dispatch_supports(tensor.device, _dtype.float64) else \
         _dtype.float32
-    return rand(tuple(tensor.shape), dtype=dtype, device=tensor.device)
+    return rand(tuple(tensor.shape), dtype=dtype, device=tensor.device, generator=generator)
 
 
 def _dispatch_supports(device, dtype) -> bool:
@@ -297,52 +339,53 @@ def _check_probability(name: str, p) -> None:
         raise RuntimeError(f"{name}: expected 0 <= p <= 1, but got p={p}")
 
 
-def bernoulli(input: Tensor, p: float | None = None) -> Tensor:
+def bernoulli(input: Tensor, p: float | None = None, *, generator=None) -> Tensor:
     """0/1 draws with probabilities ``input`` (or the number ``p``), in ``input``'s (floating)
     dtype: ``uniform < p``. Capture-safe: a probability tensor is not checked on the host."""
     probability = input if p is None else p
     _check_probability("bernoulli", probability)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f"bernoulli: expected a floating point tensor, got {input.dtype.name}")
-    draws = _ops.binary("lt", _uniform_like(input), probability)
+    draws = _ops.binary("lt", _uniform_like(input, generator), probability)
     return draws.to(input.dtype)
 
 
-def bernoulli_(tensor: Tensor, p=0.5) -> Tensor:
+def bernoulli_(tensor: Tensor, p=0.5, *, generator=None) -> Tensor:
     """Fill ``tensor`` with 0/1 draws of probability ``p`` (a number or a tensor that
     broadcasts)."""
     _check_probability("bernoulli_", p)
     return tensor.copy_(bernoulli(_creation.empty(tuple(tensor.shape), dtype=tensor.dtype
                                                   if tensor.dtype.is_floating_point else
-                                                  _dtype.float32, device=tensor.device), p))
+                                                  _dtype.float32, device=tensor.device), p,
+                                       generator=generator))
 
 
-def exponential_(tensor: Tensor, lambd: float = 1.0) -> Tensor:
+def exponential_(tensor: Tensor, lambd: float = 1.0, *, generator=None) -> Tensor:
     """Fill with exponential numbers of rate ``lambd``: ``-log(1 - u) / lambd``."""
     if not tensor.dtype.is_floating_point:
         raise RuntimeError(f"exponential_: expected a floating point tensor, got "
                            f"{tensor.dtype.name}")
     if not lambd > 0:
         raise RuntimeError(f"exponential_ expects lambda > 0.0, but found lambda={lambd}")
-    u = _uniform_like(tensor)
+    u = _uniform_like(tensor, generator)
     return tensor.copy_(-(-u).log1p() / lambd)
 
 
-def geometric_(tensor: Tensor, p: float) -> Tensor:
+def geometric_(tensor: Tensor, p: float, *, generator=None) -> Tensor:
     """Fill with the number of trials up to the first success, success probability ``p``:
     ``floor(log(1 - u) / log(1 - p)) + 1``, so at least 1."""
     if not 0 < p < 1:
         raise RuntimeError(f"geometric_ expects p to be in (0, 1), got p={p}")
-    u = _uniform_like(tensor)
+    u = _uniform_like(tensor, generator)
     return tensor.copy_((-u).log1p().div(float(np.log1p(-p))).floor() + 1)
 
 
-def randperm(n: int, *, dtype=None, device=None) -> Tensor:
+def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
     """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``): the stable argsort of
     fresh uniform keys, so it runs on the device and inside a capture."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise RuntimeError(f"randperm: n must be a non-negative int, got {n!r}")
     dtype = _dtype.int64 if dtype is None else _dtype.to_dtype(dtype)
-    keys = _uniform_like(_creation.empty(int(n), device=device))
+    keys = _uniform_like(_creation.empty(int(n), device=device), generator)
     order = _reductions.argsort(keys)
     return order if dtype is _dtype.int64 else order.to(dtype)

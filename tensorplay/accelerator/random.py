@@ -117,4 +117,4 @@ def seed_all() -> int:
 
 def initial_seed(device=None) -> int:
     """The seed the current device's generator was last seeded with."""
-    return _generator(device).initial_seed
+    return _generator(device).initial_seed()

@@ -149,9 +149,11 @@ def compare(case: Case, got, want) -> str | None:
             f"{a[index]!r} torch {b[index]!r}; rtol {rtol}, atol {atol})")
 
 
-def run_case(case: Case, device: str, verbose: bool) -> bool:
-    tp_kind, tp_value = run_side(case, "tp", device)
-    th_kind, th_value = run_side(case, "torch", device)
+def run_case(case: Case, device: str, verbose: bool, *, convert=None, compare_fn=None) -> bool:
+    """Run ``case`` on both sides and print a mismatch; ``convert(side)`` may give each side its
+    own case, ``compare_fn`` replaces :func:`compare` (torch_check_scatter_search uses both)."""
+    tp_kind, tp_value = run_side(convert("tp") if convert else case, "tp", device)
+    th_kind, th_value = run_side(convert("torch") if convert else case, "torch", device)
     if tp_kind == "raise" and th_kind == "raise":
         problem = None if category(tp_value) == category(th_value) else (
             f"exception tp {type(tp_value).__name__}: {str(tp_value)[:160]} | torch "
@@ -161,7 +163,7 @@ def run_case(case: Case, device: str, verbose: bool) -> bool:
     elif th_kind == "raise":
         problem = f"only torch raises {type(th_value).__name__}: {str(th_value)[:200]}"
     else:
-        problem = compare(case, tp_value, th_value)
+        problem = (compare_fn or compare)(case, tp_value, th_value)
     if problem is not None:
         print(f"MISMATCH {case.describe()}: {problem}")
         return True

@@ -24,7 +24,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_check_pointwise import Arg, Case, T, V, run_side  # noqa: E402  (exits without torch)
+from torch_check_pointwise import Arg, Case, T, V  # noqa: E402  (exits without torch)
 import torch_check_pointwise as _base  # noqa: E402
 
 RNG = np.random.default_rng(1515)
@@ -344,25 +344,8 @@ def _wrap_tuples(case: Case, device: str):
 
 
 def run_case(case: Case, device: str, verbose: bool) -> bool:
-    convert = _wrap_tuples(case, device)
-    tp_kind, tp_value = run_side(convert("tp"), "tp", device)
-    th_kind, th_value = run_side(convert("torch"), "torch", device)
-    if tp_kind == "raise" and th_kind == "raise":
-        problem = None if _base.category(tp_value) == _base.category(th_value) else (
-            f"exception tp {type(tp_value).__name__}: {str(tp_value)[:160]} | torch "
-            f"{type(th_value).__name__}: {str(th_value)[:160]}")
-    elif tp_kind == "raise":
-        problem = f"only tp raises {type(tp_value).__name__}: {str(tp_value)[:200]}"
-    elif th_kind == "raise":
-        problem = f"only torch raises {type(th_value).__name__}: {str(th_value)[:200]}"
-    else:
-        problem = compare(case, tp_value, th_value)
-    if problem is not None:
-        print(f"MISMATCH {case.describe()}: {problem}")
-        return True
-    if verbose:
-        print(f"ok {case.describe()}")
-    return False
+    return _base.run_case(case, device, verbose, convert=_wrap_tuples(case, device),
+                          compare_fn=compare)
 
 
 def main() -> int:

@@ -11,8 +11,9 @@ import numpy as np
 import torch
 
 import tensorplay as tp
+from tensorplay.bench import models as _bench_models
 
-W, B, L = 512, 8, 4
+W, B = 512, 8
 
 
 def host_us(fn, calls=2000, repeats=5):
@@ -52,14 +53,7 @@ for name, ours, cupys, torchs in cases:
     row = [host_us(ours), host_us(cupys) if cupys else float("nan"), host_us(torchs)]
     print(f"{name:28s} {row[0]:11.2f} {row[1]:9.2f} {row[2]:9.2f}")
 
-ws = [tp.randn(W, W, device="cuda") * W ** -0.5 for _ in range(L)]
-bs = [tp.zeros(W, device="cuda") for _ in range(L)]
-
-
-def forward(x):
-    for w, b in zip(ws, bs):
-        x = tp.gelu(x @ w + b)
-    return x
+forward = _bench_models._tp_mlp("cuda")   # the bench's MLP, as the bench builds it
 
 
 for _ in range(50):

@@ -188,6 +188,7 @@ def matmul_of(device: _device_cls) -> Callable:
             out[...] = wide
             return out
         return xp_matmul(a, b, out=out)
+    matmul.tp_arguments_only = True  # type: ignore[attr-defined]  # Note [write records]
     return matmul
 
 

@@ -4,6 +4,7 @@
 # Usage: bash benchmarks/gpu_check.sh [all|check|final|tests|bench|quick|probe|eager|matmul] [args]
 # check: the elementwise check, the MLP probes and the conformance suite (fits one 10-min call)
 # final: the benchmark suite alone
+# verify: the torch differential scripts, then the conformance suite
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
@@ -38,11 +39,19 @@ if [ "$what" = matmul ]; then
     > "$OUT/matmul_tests.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/matmul_tests.log" | head -60; tail -3 "$OUT/matmul_tests.log"
 fi
+if [ "$what" = verify ]; then
+  for f in benchmarks/torch_check_*.py; do
+    name=$(basename "$f" .py)
+    timeout 75 python3 "$f" > "$OUT/$name.txt" 2>&1
+    echo "$name exit $?: $(tail -1 "$OUT/$name.txt")"
+  done
+  grep -h -iE "mismatch|error" "$OUT"/torch_check_*.txt | grep -v " 0 mismatches" | head -80
+fi
 if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \
     | tee "$OUT/quick.log" | tail -60
 fi
-if [ "$what" = all ] || [ "$what" = tests ] || [ "$what" = eager ] || [ "$what" = check ]; then
+if [ "$what" = all ] || [ "$what" = tests ] || [ "$what" = eager ] || [ "$what" = check ] || [ "$what" = verify ]; then
   timeout 380 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
     tests "$@" > "$OUT/conformance_cuda.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -60

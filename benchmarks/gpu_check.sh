@@ -40,6 +40,7 @@ if [ "$what" = matmul ]; then
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/matmul_tests.log" | head -60; tail -3 "$OUT/matmul_tests.log"
 fi
 if [ "$what" = verify ]; then
+  timeout 90 python3 benchmarks/torch_probe_semantics.py > "$OUT/torch_probe_semantics.txt" 2>&1
   for f in benchmarks/torch_check_*.py; do
     name=$(basename "$f" .py)
     timeout 75 python3 "$f" > "$OUT/$name.txt" 2>&1

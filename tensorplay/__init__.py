@@ -37,6 +37,7 @@ from .accelerator._streams import Event, Stream  # noqa: E402
 from . import accelerator  # noqa: E402
 from .accelerator.control_flow import cond, fori_loop, switch, while_loop  # noqa: E402
 from . import nn  # noqa: E402
+from . import linalg  # noqa: E402,F401
 from .compiler import compile  # noqa: E402
 from ._tensor.repr import set_printoptions  # noqa: E402
 from .serialization import load, save  # noqa: E402

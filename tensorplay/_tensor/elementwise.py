@@ -28,6 +28,7 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .._runtime.device import CPU
 from .. import _dtype
+from .._errors import BroadcastError
 from .._runtime import writes as _writes
 from . import rewrite as _rewrite
 from .tensor import Tensor
@@ -92,7 +93,7 @@ def _broadcast_shape(op: str, *shapes) -> tuple[int, ...]:
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
-        raise ValueError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} do not "
+        raise BroadcastError(f"{op}: shapes {' and '.join(str(tuple(s)) for s in shapes)} do not "
                          f"broadcast (sizes must match or be 1, aligned from the right)") from None
 
 
@@ -126,7 +127,8 @@ _ARRAY, _ITEM, _RAW, _CAST = 0, 1, 2, 3
 class _Plan:
     __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
                  "mixed", "ufunc", "kwargs", "fast", "check_divisor", "xp",
-                 "formula", "scalar_type", "arrays_only", "native", "plain_operands")
+                 "formula", "scalar_type", "arrays_only", "native", "plain_operands",
+                 "round_to")
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
     tp_arguments_only = True
@@ -135,7 +137,10 @@ class _Plan:
         compute_np = self.compute_np
         if self.formula is not None:
             xp = self.xp
-            out_array[...] = self.formula(xp, *[_cast(a, compute_np, xp) for a in arrays])
+            value = self.formula(xp, *[_cast(a, compute_np, xp) for a in arrays])
+            if self.round_to is not None:
+                value = value.astype(self.round_to)
+            out_array[...] = value
             return
         self.ufunc(*[a.astype(compute_np) if getattr(a, "dtype", compute_np) != compute_np
                      else a for a in arrays], out=out_array, **self.kwargs)
@@ -183,6 +188,10 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
     plan.op, plan.device, plan.result, plan.shape = op, device, result, shape
     plan.compute, plan.compute_np = compute, compute.numpy
     plan.xp, plan.formula = xp, formula
+    # an ``out=`` of a wider dtype than the result gets the result's values (PyTorch computes
+    # in the result dtype and casts to ``out``), not the formula's wider intermediates
+    plan.round_to = result.numpy if formula is not None and out is not None and \
+        out.dtype is not result and compute is not result else None
     if formula is not None:
         plan.ufunc = None
     else:

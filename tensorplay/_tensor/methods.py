@@ -13,6 +13,7 @@ from __future__ import annotations
 from . import (
     activations as _activations,
     creation as _creation,
+    decompositions as _decompositions,
     elementwise as _ops,
     functional as _functional,
     indexing as _indexing,
@@ -111,7 +112,7 @@ _BINARY_METHODS = ("add", "sub", "mul", "div", "floor_divide", "remainder", "pow
                    "bitwise_left_shift", "bitwise_right_shift", "atan2", "fmod")
 #: modules whose ``TENSOR_METHODS`` names are installed as they are (later ones win)
 _METHOD_MODULES = (_transfer, _reductions, _linalg, _activations, _join, _views, _indexing,
-                   _pointwise, _shapes, _scatter, _search, _functional)
+                   _pointwise, _shapes, _scatter, _search, _decompositions, _functional)
 
 
 def install() -> None:

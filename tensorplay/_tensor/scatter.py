@@ -11,12 +11,12 @@ A source that shares memory with the written tensor is copied first, so ``x.scat
 x)`` reads the values ``x`` had before the call.
 
 Determinism. Accumulations (``scatter_add``, ``scatter_reduce``, ``index_add``, ``index_put(...,
-accumulate=True)``) go through the ufunc ``at`` methods (``xp.add.at``, ``xp.multiply.at``,
-``xp.maximum.at``, ``xp.minimum.at``): unbuffered, so repeated indices accumulate every
-contribution, in index order on the host and sim (on cuda, CuPy's atomics: exact for integers
-and extrema, float sums in an unspecified order, as PyTorch's cuda). Products use a sorted
-segmented scan instead (``_scatter_prod``: CuPy has no ``multiply.at``), in one fixed order on
-every backend. Plain writes with repeated indices
+accumulate=True)``) sum through ``xp.add.at`` (``_add_at``): unbuffered, so repeated indices
+accumulate every contribution, in index order on the host and sim (on cuda, CuPy's atomics:
+exact for integers, float sums in an unspecified order, as PyTorch's cuda). Products and
+extrema use a sorted segmented scan instead (``_scatter_combine``: CuPy has no
+``multiply.at``, and its ``maximum.at`` drops NaNs), in one fixed order on every backend. Plain
+writes with repeated indices
 (``scatter``, ``index_copy``, ``index_put`` without ``accumulate``) keep the last write on the
 host and sim; PyTorch leaves which one wins unspecified, and so does cuda here.
 
@@ -250,7 +250,7 @@ def _scatter_impl(op: str, input, dim, index, src, value, reduce, include_self: 
             target[key] = identity
         if reduce == "mean":
             total = xp.zeros(target.shape, dtype=target.dtype)
-            xp.add.at(total, key, vals)
+            _add_at(xp, total, key, vals)
             count = xp.zeros(target.shape, dtype=np.int64)
             xp.add.at(count, key, 1)
             scattered = count > 0
@@ -262,20 +262,35 @@ def _scatter_impl(op: str, input, dim, index, src, value, reduce, include_self: 
                 else xp.floor_divide(total, divisor)
             target[...] = xp.where(scattered, mean, target)
             return
-        if reduce == "prod":
-            _scatter_prod(xp, target, key, vals)
+        if reduce == "sum":
+            _add_at(xp, target, key, vals)
         else:
-            getattr(xp, _REDUCE_AT[reduce]).at(target, key, vals)
+            _scatter_combine(xp, target, key, vals, _REDUCE_AT[reduce])
     return _finish(op, tensor, inplace, apply)
 
 
-def _scatter_prod(xp, target, key, vals) -> None:
-    """``target[key] *= vals`` accumulating repeated positions, without ``multiply.at`` (CuPy
-    has ``add/maximum/minimum.at`` only): sort the contributions by target position (stably),
-    run a segmented inclusive product scan (Hillis-Steele: ``ceil(log2 n)`` steps, a number
-    known from the shapes, so nothing is read on the host), then a reverse scan spreads each
-    segment's total over the segment, so the writes to one position all carry the same value
-    and it does not matter which one wins. The same fixed order on every backend."""
+def _add_at(xp, target, key, vals) -> None:
+    """``target[key] += vals``, accumulating repeated positions (``xp.add.at``). CuPy's
+    ``add.at`` refuses bfloat16, so bfloat16 accumulates in float32 and rounds once (exact for
+    the untouched elements, which round-trip unchanged)."""
+    if target.dtype.name == "bfloat16" and xp is not np:
+        wide = target.astype(np.float32)
+        xp.add.at(wide, key, xp.asarray(vals).astype(np.float32))
+        target[...] = wide.astype(target.dtype)
+        return
+    xp.add.at(target, key, vals)
+
+
+def _scatter_combine(xp, target, key, vals, ufunc: str) -> None:
+    """``target[key] = ufunc(target[key], vals)`` accumulating repeated positions, for
+    ``multiply``, ``maximum`` and ``minimum``, without the ufunc ``at`` methods (CuPy has no
+    ``multiply.at``, and its ``maximum.at``/``minimum.at`` drop NaNs and round float64 through
+    float32): sort the contributions by target position (stably), run a segmented inclusive
+    scan (Hillis-Steele: ``ceil(log2 n)`` steps, a number known from the shapes, so nothing is
+    read on the host), then a reverse scan spreads each segment's total over the segment, so
+    the writes to one position all carry the same value and it does not matter which one wins.
+    The same fixed order on every backend; NaN propagates through ``xp.maximum``/``minimum``."""
+    combine = getattr(xp, ufunc)
     shape = vals.shape
     keys = [xp.broadcast_to(k, shape).reshape(-1) for k in key]
     linear = xp.zeros(keys[0].shape, dtype=np.int64)
@@ -288,17 +303,17 @@ def _scatter_prod(xp, target, key, vals) -> None:
     while step < n:
         same = linear[step:] == linear[:-step]
         updated = scan.copy()
-        updated[step:] = xp.where(same, scan[step:] * scan[:-step], scan[step:])
+        updated[step:] = xp.where(same, combine(scan[step:], scan[:-step]), scan[step:])
         scan, step = updated, step * 2
     step = 1
     while step < n:   # a reverse segmented scan of "take the later": every entry gets its
-        same = linear[:-step] == linear[step:]          # segment's full product
+        same = linear[:-step] == linear[step:]          # segment's full result
         updated = scan.copy()
         updated[:-step] = xp.where(same, scan[step:], scan[:-step])
         scan, step = updated, step * 2
     position = tuple(k[order] for k in keys)
     # repeated positions all write the same value, so which write wins does not matter
-    target[position] = target[position] * scan
+    target[position] = combine(target[position], scan)
 
 
 def _legacy_reduce(op: str, reduce):
@@ -428,7 +443,7 @@ def _index_add(op: str, input, dim, index, source, alpha, inplace: bool) -> Tens
             vals = vals * scale
         elif copy_first:
             vals = vals.copy()
-        xp.add.at(_moved(xp, dst, axis, zero_d), idx.reshape(-1), vals)
+        _add_at(xp, _moved(xp, dst, axis, zero_d), idx.reshape(-1), vals)
     return _finish(op, tensor, inplace, apply)
 
 
@@ -591,7 +606,7 @@ def _index_put(op: str, input, indices, values, accumulate: bool, inplace: bool)
         vals = src.copy() if copy_first else src
         if accumulate:
             shape = xp.broadcast(*key).shape + dst.shape[len(key):]
-            xp.add.at(dst, key, xp.broadcast_to(vals, shape))
+            _add_at(xp, dst, key, xp.broadcast_to(vals, shape))
         else:
             dst[key] = vals
     return _finish(op, tensor, inplace, apply)

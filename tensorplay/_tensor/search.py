@@ -90,7 +90,9 @@ def _nan_aware_rank(xp, a, axis: int, rank: int, propagate_nan: bool):
     """The position (keepdims) of the element of stable rank ``rank`` along ``axis``; with
     ``propagate_nan``, the first NaN's position where the row holds one."""
     order = xp.argsort(a, axis=axis, kind="stable")
-    found = xp.take(order, xp.asarray([rank]), axis=axis)
+    # a slice, not ``take`` with an index array: building that array is a host-to-device copy,
+    # which a capturing stream refuses
+    found = xp.moveaxis(xp.moveaxis(order, axis, -1)[..., rank:rank + 1], -1, axis)
     if propagate_nan and a.dtype.kind in "fV":
         nan = xp.isnan(a)
         first = xp.argmax(nan, axis=axis, keepdims=True)
@@ -152,6 +154,20 @@ def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False) -> tuple[Tenso
     return return_types.kthvalue(values, indices)
 
 
+def _running(xp, ufunc: str, a, axis: int):
+    """The inclusive running ``xp.<ufunc>`` (maximum or minimum) along ``axis``, as
+    ``ufunc.accumulate`` (which CuPy does not have): a Hillis-Steele scan of ``ceil(log2 n)``
+    steps, a number known from the shape, so nothing is read on the host. NaN propagates, as
+    ``xp.maximum`` propagates it."""
+    combine = getattr(xp, ufunc)
+    scan = xp.moveaxis(a, axis, -1).copy()
+    n, step = scan.shape[-1], 1
+    while step < n:
+        scan[..., step:] = combine(scan[..., step:], scan[..., :-step])
+        step *= 2
+    return xp.moveaxis(scan, -1, axis)
+
+
 def _mode_pick(xp, a, axis: int):
     n = a.shape[axis]
     order = xp.argsort(a, axis=axis, kind="stable")
@@ -163,7 +179,7 @@ def _mode_pick(xp, a, axis: int):
         same = same | (xp.isnan(moved[..., 1:]) & xp.isnan(moved[..., :-1]))
     starts[..., 1:] = ~same
     position = xp.broadcast_to(xp.arange(n), moved.shape)
-    start = xp.maximum.accumulate(xp.where(starts, position, 0), axis=-1)
+    start = _running(xp, "maximum", xp.where(starts, position, 0), -1)
     run = position - start + 1          # the count of the value so far, at each position
     best = xp.argmax(run, axis=-1)      # first position reaching the largest count: the end
     best = xp.moveaxis(best[..., None], -1, axis)   # of the smallest most-frequent value's run
@@ -199,14 +215,14 @@ def _cumulative(op: str, input, dim: int):
             return
         a = data.reshape(1) if zero_d else data
         ax = 0 if zero_d else axis
-        running = getattr(xp, ufunc).accumulate(a, axis=ax)
+        running = _running(xp, ufunc, a, ax)
         hit = a == running
         if floating:
             hit = hit | xp.isnan(a)
         place = [1] * a.ndim
         place[ax] = a.shape[ax]
         position = xp.arange(a.shape[ax]).reshape(place)
-        found = xp.maximum.accumulate(xp.where(hit, position, 0), axis=ax)
+        found = _running(xp, "maximum", xp.where(hit, position, 0), ax)
         values[...] = running.reshape(shape)
         indices[...] = found.reshape(shape)
     _launch(op, device, kernel, shape)
@@ -453,15 +469,25 @@ def _search(op: str, boundaries: Tensor, values: Tensor, right: bool, out_int32:
     one_d = boundaries.ndim == 1
     n = boundaries.shape[-1] if boundaries.ndim else 0
 
+    floating = boundaries.dtype.is_floating_point
+
     def kernel():
         s = seq if order is None else xp.take_along_axis(seq, order, axis=-1)
         if n == 0:
             out[...] = 0
-        elif one_d:
-            out[...] = xp.searchsorted(s, vals, side="right" if right else "left")
+            return
+        if one_d:
+            found = xp.searchsorted(s, vals, side="right" if right else "left")
         else:
             below = _less(xp, s[..., None, :], vals[..., :, None], right)
-            out[...] = xp.sum(below, axis=-1)
+            found = xp.sum(below, axis=-1)
+        if floating:
+            # PyTorch's binary search steps past a NaN boundary (every comparison with NaN is
+            # false), so a value at or past the sequence's NaN tail (NaN values included)
+            # lands after it, at ``n``; NumPy's order would put it before the first NaN
+            valid = n - xp.sum(xp.isnan(s), axis=-1, keepdims=not one_d)
+            found = xp.where(found >= valid, n, found)
+        out[...] = found
     _launch(op, device, kernel, shape)
     return Tensor._make(out, device, result)
 
@@ -477,14 +503,15 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
     every element of its row (memory ``rows * values * length``).
 
     Raises:
-        RuntimeError: mismatched dtypes or leading dims, ``side`` and ``right`` disagreeing, a
-            ``sorter`` of the wrong shape or dtype. ValueError: ``side`` not left/right.
+        RuntimeError: mismatched leading dims, ``side`` not left/right or disagreeing with
+            ``right``, a ``sorter`` of the wrong shape or dtype.
     """
     op = "searchsorted"
     boundaries = _tensor(sorted_sequence, op, "sorted_sequence")
     if side is not None:
         if side not in ("left", "right"):
-            raise ValueError(f"searchsorted(): side can only be 'left' or 'right', got {side!r}")
+            raise RuntimeError(f"searchsorted(): side can only be 'left' or 'right', got "
+                               f"{side!r}")
         if right and side == "left":
             raise RuntimeError("searchsorted(): side and right can't be set to opposites, got "
                                "side of left while right was True")

@@ -24,7 +24,8 @@ FLOORS = (
     ("backends", ("tensorplay.backends",)),
     ("_runtime", ("tensorplay._runtime",)),
     ("_tensor", ("tensorplay._tensor",)),
-    ("accelerator", ("tensorplay.accelerator", "tensorplay.nn", "tensorplay.serialization")),
+    ("accelerator", ("tensorplay.accelerator", "tensorplay.nn", "tensorplay.linalg",
+                     "tensorplay.serialization")),
     ("compiler", ("tensorplay.compiler",)),
     ("top", ("tensorplay.bench", "tensorplay.__main__", "tensorplay")),
 )

@@ -68,9 +68,11 @@ def V(values, dtype="float32") -> Arg:  # noqa: N802
 
 
 class Case:
-    def __init__(self, fn: str, args, kwargs=None, *, kind: str = "function", tol=None):
+    def __init__(self, fn: str, args, kwargs=None, *, kind: str = "function", tol=None,
+                 known: str | None = None):
         self.fn, self.args, self.kwargs = fn, list(args), dict(kwargs or {})
         self.kind, self.tol = kind, tol   # kind: function, method, inplace, out
+        self.known = known   # why tensorplay differs here on purpose (printed as KNOWN)
 
     def describe(self) -> str:
         def show(a):
@@ -164,12 +166,19 @@ def run_case(case: Case, device: str, verbose: bool, *, convert=None, compare_fn
         problem = f"only torch raises {type(th_value).__name__}: {str(th_value)[:200]}"
     else:
         problem = (compare_fn or compare)(case, tp_value, th_value)
+    if problem is not None and case.known:
+        print(f"KNOWN {case.describe()}: {problem} ({case.known})")
+        return False
     if problem is not None:
         print(f"MISMATCH {case.describe()}: {problem}")
         return True
     if verbose:
         print(f"ok {case.describe()}")
     return False
+
+
+RESIZE = ("tensorplay refuses an out= of the wrong shape (RuntimeError); torch resizes it, "
+          "with a warning that this is deprecated")
 
 
 # -- the cases ------------------------------------------------------------------------------------
@@ -190,7 +199,8 @@ def unary_cases():
         yield Case(fn, [T(9, dtype="int64")], kind="inplace")
         yield Case(fn, [T(2, 3, dtype="complex64")])
         yield Case(fn, [T(5)], {"out_dtype": "float64", "out_shape": (5,)}, kind="out")
-        yield Case(fn, [T(5)], {"out_dtype": "float32", "out_shape": (4,)}, kind="out")
+        yield Case(fn, [T(5)], {"out_dtype": "float32", "out_shape": (4,)}, kind="out",
+                   known=RESIZE)
         yield Case(fn, [T(5)], {"out_dtype": "int64", "out_shape": (5,)}, kind="out")
     yield Case("erfinv", [V([-1.0, 1.0, 0.0, -0.0, 0.999999, -0.9999999, 1e-30], "float64")])
     yield Case("lgamma", [V([0.0, -0.0, -1.0, -2.5, 1.0, 2.0, 1e-300, 1e300, 3e305], "float64")])

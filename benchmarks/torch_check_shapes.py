@@ -74,8 +74,15 @@ def to_host(value):
 CASES: list[tuple[str, object, bool]] = []   # (name, fn(lib), compare strides)
 
 
-def case(name: str, fn, strides: bool = False) -> None:
+#: cases where tensorplay differs from torch on purpose: name -> why (printed as KNOWN, not
+#: counted as mismatches)
+KNOWN: dict[str, str] = {}
+
+
+def case(name: str, fn, strides: bool = False, known: str | None = None) -> None:
     CASES.append((name, fn, strides))
+    if known:
+        KNOWN[name] = known
 
 
 # -- einsum ---------------------------------------------------------------------------------------
@@ -180,7 +187,10 @@ for op in ("tril", "triu"):
     case(f"{op}_ on a view", lambda L, op=op: (lambda t: (getattr(t[1:, 1:], f"{op}_")(), t)[1])(
         L.t((5, 5))))
     case(f"{op} 1-D", lambda L, op=op: getattr(L.mod, op)(L.t((3,))))
-    case(f"{op}_ expanded", lambda L, op=op: getattr(L.t((1, 3)).expand(3, 3), f"{op}_")())
+    case(f"{op}_ expanded", lambda L, op=op: getattr(L.t((1, 3)).expand(3, 3), f"{op}_")(),
+         known="tensorplay refuses in-place writes into an expanded view, whose elements share "
+               "memory (torch's own overlap check for most in-place ops); torch's tril_/triu_ "
+               "skip that check and write racing values")
 
 # -- repeat, tile, roll, flip --------------------------------------------------------------------
 for shape, reps in [((2, 3), (2, 2)), ((2, 3), (3, 1, 2)), ((3,), (2,)), ((), (2, 3)),
@@ -286,9 +296,10 @@ def main() -> int:
     mismatches = 0
     for name, fn, strides in CASES:
         problems = compare(name, fn, strides)
+        label = "KNOWN" if name in KNOWN else "MISMATCH"
         for problem in problems:
-            print("MISMATCH", problem)
-        mismatches += bool(problems)
+            print(label, problem + (f" ({KNOWN[name]})" if name in KNOWN else ""))
+        mismatches += bool(problems) and name not in KNOWN
     print(f"{len(CASES)} cases, {mismatches} mismatches")
     return 0
 

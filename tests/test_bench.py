@@ -321,7 +321,9 @@ def test_newton_matches_numpy_eagerly_and_captured(device):
     x, err, k = newton.run()
     assert int(k.item()) == want_iterations and k.dtype == tp.int32
     np.testing.assert_allclose(to_numpy(x), want_x, rtol=1e-6)
-    assert float(err.item()) == pytest.approx(want_err, rel=1e-5)
+    # the last step's size: tiny, so rounding (a GPU contracts to FMA) moves it by percents
+    assert float(err.item()) <= controlflow.NEWTON_TOL
+    assert float(err.item()) == pytest.approx(want_err, rel=0.1)
     np.testing.assert_allclose(to_numpy(x) ** 3, controlflow.newton_values(300), rtol=1e-5)
     if device == "cpu":
         return

@@ -301,10 +301,18 @@ def test_binary_integer_refused(device, op):
         getattr(tp, op)(i, i)
     with pytest.raises(NotImplementedError, match=op):
         getattr(tp, op)(T([True], device), T([False], device))
-    with pytest.raises(NotImplementedError):
-        getattr(tp, op)(T([1j], device), T([1j], device))
+    if op == "hypot":
+        with pytest.raises(NotImplementedError):
+            tp.hypot(T([1j], device), T([1j], device))
     with pytest.raises(TypeError, match="other"):
         getattr(tp, op)(T([1.0], device), 2.0)
+
+
+def test_logaddexp_complex(device):
+    a = np.array([1 + 1j, -2j, 0.5 + 3j, 40 - 1j], np.complex128)
+    b = np.array([0.5 - 1j, 3 + 0j, 0.5 + 3j, -40 + 2j], np.complex128)
+    check(tp.logaddexp(T(a, device, tp.complex128), T(b, device, tp.complex128)),
+          np.log(np.exp(a) + np.exp(b)), tp.complex128)
 
 
 def test_binary_out_and_inplace(device):
@@ -346,10 +354,14 @@ def test_heaviside(device):
     assert t.heaviside_(T(v, device)) is t
     check(t, ref_heaviside(x, v), tp.float32)
     check(T(x, device).heaviside(T(v, device)), ref_heaviside(x, v), tp.float32)
-    out = tp.empty(6, dtype=tp.float64, device=device)
+    out = tp.empty(6, dtype=tp.float32, device=device)
     assert tp.heaviside(T(x, device), T(v, device), out=out) is out
+    check(out, ref_heaviside(x, v), tp.float32)
     with pytest.raises(RuntimeError, match="different dtypes"):
         tp.heaviside(T(x, device), T(v, device, tp.float64))
+    with pytest.raises(RuntimeError, match="different dtypes"):   # an out= of another dtype too
+        tp.heaviside(T(x, device), T(v, device), out=tp.empty(6, dtype=tp.float64,
+                                                              device=device))
     with pytest.raises(RuntimeError, match="complex"):
         tp.heaviside(T([1j], device), T([1j], device))
     with pytest.raises(TypeError, match="values"):

@@ -261,7 +261,7 @@ def test_index_copy_and_fill(device):
     with pytest.raises(RuntimeError, match="int64"):
         tp.index_copy(T(x, device), 1, T(np.array([0], np.int32), device), T(source[:, :1],
                                                                               device))
-    with pytest.raises(RuntimeError, match="int64"):
+    with pytest.raises(IndexError, match="int64"):   # torch's type for index_fill
         tp.index_fill(T(x, device), 1, T(np.array([0], np.int32), device), 1)
     with pytest.raises(RuntimeError, match="0-dimensional"):
         tp.index_fill(T(x, device), 1, T(np.array([0]), device), T([1.0, 2.0], device))

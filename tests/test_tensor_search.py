@@ -289,18 +289,31 @@ def test_searchsorted_batched_and_nan(device, right):
     values = RNG.integers(-1, 7, (2, 3, 4)).astype(np.float64)
     values[1, 1, 0] = np.nan
     values[0, 0, 1] = np.nan
-    side = "right" if right else "left"
     want = np.empty(values.shape, np.int64)
-    for pos in np.ndindex(seq.shape[:-1]):
-        want[pos] = np.searchsorted(seq[pos], values[pos], side=side)
+    for pos in np.ndindex(values.shape):
+        want[pos] = torch_bound(seq[pos[:-1]], values[pos], right)
     check(tp.searchsorted(T(seq, device), T(values, device), right=right), want, tp.int64)
+    flat = T(seq[0, 0], device)   # the 1-D path, whose sequence ends in NaN
+    want = [torch_bound(seq[0, 0], v, right) for v in values[0, 0]]
+    check(tp.searchsorted(flat, T(values[0, 0], device), right=right), want, tp.int64)
+
+
+def torch_bound(seq, value, right: bool) -> int:
+    """PyTorch's binary search (lower or upper bound), where every comparison with NaN is
+    false: it steps past NaN boundaries, and a NaN value lands at the end."""
+    start, end = 0, len(seq)
+    while start < end:
+        mid = (start + end) // 2
+        go_right = not (seq[mid] > value) if right else not (seq[mid] >= value)
+        start, end = (mid + 1, end) if go_right else (start, mid)
+    return start
 
 
 def test_searchsorted_errors(device):
     seq = T(np.array([1.0, 2.0], np.float32), device)
     with pytest.raises(RuntimeError, match="opposites"):
         tp.searchsorted(seq, seq, right=True, side="left")
-    with pytest.raises(ValueError, match="side"):
+    with pytest.raises(RuntimeError, match="side"):
         tp.searchsorted(seq, seq, side="middle")
     with pytest.raises(RuntimeError, match="same dtype"):
         tp.searchsorted(seq, seq.double())

@@ -21,7 +21,7 @@ import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
-from .join import _apply, _floating, _only_floating, _tensor_arg
+from .join import _apply, _floating, _inexact, _only_floating, _tensor_arg
 from .tensor import Tensor, _normalize_dim
 
 __all__ = ["relu", "gelu", "sigmoid", "silu", "softmax", "log_softmax", "erf", "erfc"]
@@ -69,13 +69,19 @@ def sigmoid_(input) -> Tensor:
 
 
 def _silu(xp, x):
+    if x.dtype.kind == "c":
+        return x / (1 + xp.exp(-x))
     return x * _sigmoid(xp, x)
 
 
 def silu(input) -> Tensor:
-    """``x * sigmoid(x)``."""
+    """``x * sigmoid(x)`` (complex too, as ``x / (1 + exp(-x))``).
+
+    Raises:
+        TypeError: bool or integer input.
+    """
     tensor = _tensor_arg(input, "silu", "input")
-    return _apply("silu", [tensor], _silu, result=_only_floating("silu"), native="silu",
+    return _apply("silu", [tensor], _silu, result=_inexact("silu"), native="silu",
                   cache=True)
 
 

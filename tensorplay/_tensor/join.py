@@ -76,6 +76,17 @@ def _only_floating(op: str):
     return rule
 
 
+@functools.cache
+def _inexact(op: str):
+    """A result rule that takes floating and complex dtypes and refuses bool/integer input."""
+    def rule(promoted: _dtype.dtype) -> _dtype.dtype:
+        if not (promoted.is_floating_point or promoted.is_complex):
+            raise TypeError(f"{op}(): expected a floating point or complex tensor, got "
+                            f"{promoted.name}; convert it with .float() first")
+        return promoted
+    return rule
+
+
 # -- joining ----------------------------------------------------------------------------------
 def _tensor_list(tensors, op: str) -> list[Tensor]:
     if isinstance(tensors, Tensor) or not isinstance(tensors, (list, tuple)):

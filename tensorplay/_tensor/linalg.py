@@ -303,7 +303,8 @@ def linear(input, weight, bias=None) -> Tensor:
     Raises:
         RuntimeError: as PyTorch's: the inner sizes differ ("mat1 and mat2 shapes cannot be
             multiplied"), operands or bias of different dtypes, a 0-d operand, a weight of
-            more than 2 dimensions, a 1-D weight with a bias, or a bias that does not expand
+            more than 2 dimensions, a 1-D weight with a bias and a 2-D input (PyTorch's addmm
+            path refuses it; other inputs take it), or a bias that does not expand
             to the result's shape.
         NotImplementedError: integer operands on an accelerator (as PyTorch on CUDA).
     """
@@ -327,7 +328,7 @@ def linear(input, weight, bias=None) -> Tensor:
     if x.ndim == 0 or w.ndim == 0:
         raise RuntimeError(f"both arguments to linear need to be at least 1D, but they are "
                            f"{x.ndim}D and {w.ndim}D")
-    if b is not None and w.ndim == 1:
+    if b is not None and w.ndim == 1 and x.ndim == 2:   # torch's addmm path
         raise RuntimeError("mat2 must be a matrix, got 1-D tensor")
     if x.shape[-1] != w.shape[-1]:
         rows = 1
@@ -340,7 +341,7 @@ def linear(input, weight, bias=None) -> Tensor:
         if b.dtype is not x.dtype and x.dtype is w.dtype:
             raise RuntimeError(f"self and mat2 must have the same dtype, but got "
                                f"{b.dtype.name} and {w.dtype.name}")
-        _check_expands(b.shape, x.shape[:-1] + w.shape[:1])
+        _check_expands(b.shape, x.shape[:-1] + (w.shape[:1] if w.ndim == 2 else ()))
     result = fused_matmul(x, w.T if w.ndim == 2 else w, b, None, "linear")
     key = (_ops._signature(x), _ops._signature(w), None if b is None else _ops._signature(b))
     if None not in key[:2] and (b is None or key[2] is not None):

@@ -159,3 +159,4 @@ def install() -> None:
     for name, method in _functional.TENSOR_EXTRA_METHODS.items():
         setattr(Tensor, name, getattr(Tensor, method) if isinstance(method, str) else method)
     Tensor.where = _join.tensor_where   # self is the value, not the condition
+    Tensor.flip = _shapes.tensor_flip   # the method takes ints, the function a sequence

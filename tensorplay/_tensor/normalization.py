@@ -250,8 +250,9 @@ def one_hot(input: Tensor, num_classes: int = -1) -> Tensor:
 
 # -- silu_ ----------------------------------------------------------------------------------------
 def silu_(input: Tensor) -> Tensor:
-    """In-place :func:`activations.silu` (``x * sigmoid(x)``) on a floating tensor; returns it."""
+    """In-place :func:`activations.silu` (``x * sigmoid(x)``) on a floating or complex tensor;
+    returns it."""
     return _ops.formula("silu_", [input], _activations._silu,
-                        result=_join._only_floating("silu_"), out=input, native="silu",
+                        result=_join._inexact("silu_"), out=input, native="silu",
                         cache=True)
 

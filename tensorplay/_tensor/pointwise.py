@@ -221,6 +221,9 @@ def _nan_to_num_impl(op: str, input, nan, posinf, neginf, out) -> Tensor:
         if out is None:
             return tensor.clone()   # bool/integer tensors hold no NaN or inf
         return out if out is tensor else out.copy_(tensor)
+    if out is not None and isinstance(out, Tensor) and out.dtype is not kind:
+        raise RuntimeError(f"{op}: dtype of out: {out.dtype.name} should be same as input: "
+                           f"{kind.name}")
     part = {_dtype.complex64: _dtype.float32, _dtype.complex128: _dtype.float64}.get(kind, kind)
     largest = _dtype.float_max(part)
     values = [_replacement(op, "nan", nan, 0.0), _replacement(op, "posinf", posinf, largest),
@@ -273,6 +276,11 @@ def hypot_(input, other) -> Tensor:
 
 
 def _logaddexp(xp, a, b):
+    if a.dtype.kind == "c":   # the operand with the larger real part leads, as PyTorch's
+        first = a.real >= b.real
+        larger, smaller = xp.where(first, a, b), xp.where(first, b, a)
+        summed = larger + xp.log1p(xp.exp(smaller - larger))
+        return xp.where(xp.isinf(larger.real), larger, summed)
     larger = xp.maximum(a, b)
     summed = larger + xp.log1p(xp.exp(-xp.abs(a - b)))
     return xp.where(xp.isinf(a) & (a == b), a, summed)   # inf - inf would give NaN
@@ -280,15 +288,18 @@ def _logaddexp(xp, a, b):
 
 def logaddexp(input, other, *, out: Tensor | None = None) -> Tensor:
     """``log(exp(input) + exp(other))`` computed stably (``logaddexp(inf, inf) == inf``).
+    Complex too: the operand with the larger real part leads, and an infinite real part
+    there gives that operand.
 
     Raises:
-        TypeError: an argument that is not a Tensor. NotImplementedError (a RuntimeError): bool,
-            integer or complex tensors.
+        TypeError: an argument that is not a Tensor. NotImplementedError (a RuntimeError): bool
+            or integer tensors.
     """
     a = _tensor_arg(input, "logaddexp", "input")
     b = _tensor_arg(other, "logaddexp", "other")
-    return _formula("logaddexp", [a, b], _logaddexp, result=_float_result("logaddexp", False),
-                    out=out, cache=True)
+    return _formula("logaddexp", [a, b], _logaddexp,
+                    result=_float_result("logaddexp", False, complex_ok=True), out=out,
+                    cache=True)
 
 
 def _copysign(xp, a, b):
@@ -326,10 +337,12 @@ def _heaviside_impl(op: str, input, values, out) -> Tensor:
     if x.dtype.is_complex or v.dtype.is_complex:
         raise RuntimeError(f"{op}(): heaviside is not yet implemented for complex tensors (got "
                            f"{x.dtype.name} and {v.dtype.name})")
-    if x.dtype is not v.dtype:
+    if x.dtype is not v.dtype or (out is not None and isinstance(out, Tensor) and
+                                  out.dtype is not x.dtype):
+        got = f"{x.dtype.name} and {v.dtype.name}" + (
+            "" if out is None else f", out {out.dtype.name}")
         raise RuntimeError(f"{op}(): heaviside is not yet implemented for tensors with "
-                           f"different dtypes (got {x.dtype.name} and {v.dtype.name}); convert "
-                           f"one with .to()")
+                           f"different dtypes (got {got}); convert with .to()")
     return _formula(op, [x, v], _heaviside, out=out, cache=True)
 
 

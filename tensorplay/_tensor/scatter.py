@@ -70,11 +70,12 @@ def _same_device(tensor: Tensor, other: Tensor, op: str, name: str) -> None:
                            f"{name} on {other.device} and self on {tensor.device}")
 
 
-def _index(index, tensor: Tensor, op: str, allowed=(_dtype.int64,), name: str = "index"):
+def _index(index, tensor: Tensor, op: str, allowed=(_dtype.int64,), name: str = "index",
+           exc: type[Exception] = RuntimeError):
     index = _tensor(index, op, name)
     if index.dtype not in allowed:
         valid = " or ".join(d.name for d in allowed)
-        raise RuntimeError(f"{op}(): Expected dtype {valid} for {name}, got {index.dtype.name}")
+        raise exc(f"{op}(): Expected dtype {valid} for {name}, got {index.dtype.name}")
     _same_device(tensor, index, op, name)
     return index
 
@@ -505,7 +506,7 @@ def index_copy_(input, dim: int, index, source) -> Tensor:
 
 def _index_fill(op: str, input, dim, index, value, inplace: bool) -> Tensor:
     tensor = _tensor(input, op)
-    index = _index(index, tensor, op)
+    index = _index(index, tensor, op, exc=IndexError)   # as PyTorch's index_fill
     _vector_index(op, index)
     axis = _normalize_dim(dim, tensor.ndim)
     value = _number(value, op)
@@ -525,7 +526,7 @@ def index_fill(input, dim: int, index, value) -> Tensor:
     the end) along ``dim`` set to ``value`` (a number or a 0-d tensor).
 
     Raises:
-        RuntimeError: index not int64, a value tensor that is not 0-d. IndexError: an index
+        RuntimeError: a value tensor that is not 0-d. IndexError: index not int64, an index
             that is not a vector, an out-of-range index (cpu only). TypeError: a value that is
             not a number.
     """

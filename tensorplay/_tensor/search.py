@@ -448,14 +448,24 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
 
 
 # -- searchsorted, bucketize ------------------------------------------------------------------
-def _less(xp, a, b, right: bool):
-    """``a < b`` (``a <= b`` with ``right``) with NaN as the largest value (NumPy's order)."""
-    if right:
-        return ~_less(xp, b, a, False)
-    result = a < b
-    if a.dtype.kind in "fV":
-        result = result | (xp.isnan(b) & ~xp.isnan(a))
-    return result
+def _bound(xp, seq, values, right: bool, one_d: bool):
+    """PyTorch's binary search, vectorized: the first position whose boundary is ``>= value``
+    (``> value`` with ``right``) along ``seq``'s last dim, stepping right wherever that test is
+    false, so as PyTorch a NaN boundary is stepped past and a NaN value lands at the end (NumPy
+    orders NaN last instead). ``n.bit_length()`` halving steps, a number known from the shape:
+    nothing is read on the host, and an N-D sequence needs no ``values x length`` temporary."""
+    n = seq.shape[-1]
+    start = xp.zeros(values.shape, dtype=np.int64)
+    end = xp.full(values.shape, n, dtype=np.int64)
+    for _ in range(n.bit_length()):
+        active = start < end
+        mid = (start + end) // 2
+        probe = xp.where(active, mid, 0)
+        boundary = seq[probe] if one_d else xp.take_along_axis(seq, probe, axis=-1)
+        go_right = ~(boundary > values) if right else ~(boundary >= values)
+        start = xp.where(active & go_right, mid + 1, start)
+        end = xp.where(active & ~go_right, mid, end)
+    return start
 
 
 def _search(op: str, boundaries: Tensor, values: Tensor, right: bool, out_int32: bool,
@@ -469,25 +479,12 @@ def _search(op: str, boundaries: Tensor, values: Tensor, right: bool, out_int32:
     one_d = boundaries.ndim == 1
     n = boundaries.shape[-1] if boundaries.ndim else 0
 
-    floating = boundaries.dtype.is_floating_point
-
     def kernel():
         s = seq if order is None else xp.take_along_axis(seq, order, axis=-1)
         if n == 0:
             out[...] = 0
             return
-        if one_d:
-            found = xp.searchsorted(s, vals, side="right" if right else "left")
-        else:
-            below = _less(xp, s[..., None, :], vals[..., :, None], right)
-            found = xp.sum(below, axis=-1)
-        if floating:
-            # PyTorch's binary search steps past a NaN boundary (every comparison with NaN is
-            # false), so a value at or past the sequence's NaN tail (NaN values included)
-            # lands after it, at ``n``; NumPy's order would put it before the first NaN
-            valid = n - xp.sum(xp.isnan(s), axis=-1, keepdims=not one_d)
-            found = xp.where(found >= valid, n, found)
-        out[...] = found
+        out[...] = _bound(xp, s, vals, right, one_d)
     _launch(op, device, kernel, shape)
     return Tensor._make(out, device, result)
 
@@ -499,8 +496,9 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
     the last with ``right=True``/``side="right"``. A 1-D sequence serves every value; an N-D one
     holds one sequence per row of ``input`` (same leading dims). ``input`` may be a number (a 0-d
     result). ``sorter`` (int64, the sequence's shape) gives the sorting order of an unsorted
-    sequence. int64 result (int32 with ``out_int32``). An N-D sequence compares every value with
-    every element of its row (memory ``rows * values * length``).
+    sequence. int64 result (int32 with ``out_int32``). NaN as PyTorch's binary search treats
+    it: every comparison with NaN is false, so a NaN value lands at the end, and a value whose
+    search probes a NaN boundary goes right of it.
 
     Raises:
         RuntimeError: mismatched leading dims, ``side`` not left/right or disagreeing with

@@ -35,7 +35,7 @@ __all__ = ["einsum", "tensordot", "kron", "cross", "diag", "diagonal", "trace", 
            "triu", "tile", "roll", "flip", "meshgrid", "as_strided"]
 
 TENSOR_METHODS = ("kron", "cross", "diag", "diagonal", "trace", "tril", "triu", "tril_",
-                  "triu_", "repeat", "tile", "roll", "flip", "as_strided")
+                  "triu_", "repeat", "tile", "roll", "as_strided")
 
 
 # -- helpers ----------------------------------------------------------------------------------
@@ -252,7 +252,8 @@ def einsum(*args) -> Tensor:
         if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
             operands = list(operands[0])
     if not operands:
-        raise RuntimeError("einsum(): must provide at least one operand")
+        raise ValueError("einsum(): must specify the equation string and at least one operand, "
+                         "or at least one operand and its subscripts list")
     for i, operand in enumerate(operands):
         _tensor_arg(operand, "einsum", f"operands[{i}]")
     _same_device(operands, "einsum")
@@ -261,6 +262,8 @@ def einsum(*args) -> Tensor:
     terms = [_einsum_diagonals(t, list(lab), i) for i, (t, lab) in
              enumerate(zip(operands, labels))]
     sizes = _einsum_sizes(terms, operands)
+    if len(terms) == 1:
+        return _einsum_single(*terms[0], output)
     # keep[j]: the labels still needed once operands 0..j are contracted together
     keep = [set(output)]
     for _, lab in reversed(terms[1:]):
@@ -274,6 +277,18 @@ def einsum(*args) -> Tensor:
     if shape != tensor.shape:   # a size-1 dim broadcast against a larger one elsewhere
         tensor = _views.expand(tensor, shape)
     return _views.permute(tensor, [lab.index(label) for label in output])
+
+
+def _einsum_single(tensor: Tensor, labels: list, output) -> Tensor:
+    """One operand, as PyTorch: permuted to the output's labels followed by the summed ones,
+    then summed over those, so a sum gives a fresh contiguous result in the output's order and
+    no sum gives a view."""
+    summed = [label for label in labels if label not in output]
+    tensor = _views.permute(tensor, [labels.index(label) for label in list(output) + summed])
+    if not summed:
+        return tensor
+    dims = tuple(range(len(output), len(output) + len(summed)))
+    return _reductions.sum(tensor, dims, dtype=tensor.dtype)
 
 
 def _einsum_diagonals(tensor: Tensor, labels: list, index: int):
@@ -659,15 +674,36 @@ def _roll_body(shift, axes, xp, out, src) -> None:
     out[...] = xp.roll(src, shift, axis=axes)
 
 
-def flip(input, dims, *more) -> Tensor:
-    """A copy with the order of elements reversed along ``dims`` (an int or a sequence;
-    ``Tensor.flip(0, 1)`` too). PyTorch's flip copies (NumPy's returns a view).
+def flip(input, dims) -> Tensor:
+    """A copy with the order of elements reversed along ``dims`` (a sequence of ints, as
+    ``torch.flip`` takes; the method takes ints too: ``t.flip(0, 1)``). PyTorch's flip copies
+    (NumPy's returns a view).
 
     Raises:
-        RuntimeError: a dim named twice. IndexError: a dim out of range.
+        TypeError: ``dims`` not a sequence of ints. RuntimeError: a dim named twice.
+        IndexError: a dim out of range.
     """
+    if not isinstance(dims, (tuple, list)):
+        raise TypeError(f"flip(): argument 'dims' (position 2) must be tuple of ints, not "
+                        f"{type(dims).__name__}")
+    return _flip(input, dims)
+
+
+def tensor_flip(self, *dims, **named) -> Tensor:
+    """``Tensor.flip(*dims)``: :func:`flip`, also taking the dims as separate ints (or
+    ``dims=``)."""
+    if named:
+        if dims or set(named) != {"dims"}:
+            raise TypeError(f"flip(): takes the dims as ints, one sequence or dims=, got "
+                            f"{len(dims)} positional and keywords {sorted(named)}")
+        dims = (named["dims"],)
+    return _flip(self, dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list))
+                 else dims)
+
+
+def _flip(input, dims) -> Tensor:
     tensor = _tensor_arg(input, "flip", "input")
-    given = _int_list((dims,) + more if more else dims, "flip", "dims")
+    given = _int_list(dims, "flip", "dims")
     axes = tuple(_normalize_dim(d, tensor.ndim) for d in given)
     for axis in axes:
         if axes.count(axis) > 1:

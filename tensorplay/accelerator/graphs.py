@@ -416,7 +416,7 @@ class Graph:
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id, body._native)
         _streams.set_current_stream(parent)
         if watch is not None and self._record.invalidated_by is None and \
-                not watch.may_write_predicate(self._backend):
+                self._refusal is None and not watch.may_write_predicate(self._backend):
             self._refusal = ("a while body that never writes its predicate "
                              "(end_capture_to_conditional_node)")
             raise RuntimeError(

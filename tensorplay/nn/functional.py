@@ -98,10 +98,11 @@ def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """``x * sigmoid(x)``; ``inplace=True`` writes into ``input`` and returns it.
 
     Raises:
-        RuntimeError: a bool/integer input; a complex input (PyTorch takes complex SiLU,
-            tensorplay does not yet).
+        RuntimeError: a bool/integer input.
     """
-    _floating("silu", _tensor(input, "silu", "input", 1))
+    tensor = _tensor(input, "silu", "input", 1)
+    if not tensor.dtype.is_complex:
+        _floating("silu", tensor)
     return _normalization.silu_(input) if inplace else _activations.silu(input)
 
 

@@ -18,7 +18,8 @@ this thread's current stream, on the device of the call's tensors, records into 
   before the loop and at the end of the body); the graph then runs what they recorded whenever
   the device decides to. The constructions:
 
-  * ``cond``: ``p`` (a copy of ``pred``) and ``not_p`` are computed before the nodes; an if node
+  * ``cond``: ``p`` (a copy of ``pred``) and ``not_p`` are computed before the nodes (one
+    kernel writes both); an if node
     on ``p`` runs ``true_fn`` and copies its outputs into result buffers (allocated there, from
     ``true_fn``'s outputs, in the graph's pool); an if node on ``not_p`` runs ``false_fn`` and
     copies its outputs into the same buffers. This is the "two if nodes for else" construction:
@@ -30,7 +31,7 @@ this thread's current stream, on the device of the call's tensors, records into 
     returns one of the carried values (a one-element bool flag the body keeps up to date) is
     the node's predicate itself: no copy per iteration.
   * ``fori_loop``: the same over a 0-d int64 counter on the device, from ``lower`` while it is
-    below ``upper``.
+    below ``upper``; one kernel per iteration advances the counter and writes the predicate.
   * ``switch``: the index is clamped on the device and one predicate per branch (``idx == k``)
     is computed before the nodes; a chain of if nodes, one per branch, follows (not CUDA 12.8's
     SWITCH node).
@@ -83,9 +84,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .. import _dtype
-from .._runtime import device as _device, state as _state, writes as _writes
+from .._runtime import device as _device, dispatch as _dispatch, state as _state
+from .._runtime import writes as _writes
 from .._runtime.select import accelerator_backend
 from .._tensor import creation as _creation
+from .._tensor.fusion import fused
 from .._tensor.tensor import Tensor
 from .graphs import Graph, current_capturing_graph
 
@@ -405,6 +408,35 @@ def _write_predicate(buffer: Tensor, value, api: str, what: str, device, at_end:
     buffer.copy_(value.reshape(1))
 
 
+# -- the loop-control kernels: one launch where ops would take two or three ------------------
+
+@fused("tp_branch_predicates")
+def _branch_predicates(xp):
+    def write(pred, p, not_p):
+        """``p = pred`` and ``not_p = !pred`` (0-d bool views)."""
+        xp.logical_not(pred, out=not_p)
+        xp.logical_not(not_p, out=p)
+    return write
+
+
+@fused("tp_fori_advance")
+def _fori_advance(xp):
+    def advance(i, stop, running):
+        """``i += 1`` and ``running = i < stop`` (0-d views; ``stop`` a 0-d array or an int)."""
+        i += 1
+        xp.less(i, stop, out=running)
+    return advance
+
+
+def _launch_fused(kernel, device, name: str, *arguments) -> None:
+    """Run a :func:`fused` kernel over these ``xp`` arrays (and numbers) in stream order."""
+    function = kernel.for_xp(_dispatch.xp_of(device))
+
+    def run():
+        function(*arguments)
+    _dispatch.launch(device, _dispatch.named(name, run))
+
+
 # -- cond -------------------------------------------------------------------------------------
 
 def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..., Any],
@@ -449,8 +481,10 @@ def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..
             treedef, leaves = _outputs("cond", who, value, device)
         return _unflatten(treedef, iter(_fresh(leaves, inputs)))
     _on_device("cond", "pred", pred, device)
-    p = pred.reshape(1).clone()
-    not_p = p.logical_not()
+    p = _creation.empty((1,), dtype=_dtype.bool, device=device)
+    not_p = _creation.empty((1,), dtype=_dtype.bool, device=device)
+    _launch_fused(_branch_predicates, device, "cond_predicates", pred._data.reshape(()),
+                  p._data.reshape(()), not_p._data.reshape(()))
     with _body(graph, "if", p, "cond", "true_fn"):
         treedef, leaves = _outputs("cond", "true_fn", true_fn(*operands), device)
         results = [_creation.empty_like(leaf) for leaf in leaves]
@@ -705,6 +739,6 @@ def fori_loop(lower: Tensor | int, upper: Tensor | int, body_fn: Callable[[Tenso
                     _SAME_CARRY)
         _copy_back(buffers, spans, outputs)
         del outputs
-        i.add_(1)
-        running.copy_((i < stop).reshape(1))
+        _launch_fused(_fori_advance, device, "fori_advance", i._data,
+                      stop._data if isinstance(stop, Tensor) else stop, running._data.reshape(()))
     return _unflatten(treedef, iter(buffers))

@@ -16,7 +16,7 @@ import builtins
 import numpy as np
 
 from . import activations as _activations, creation as _creation, join as _join
-from . import linalg as _linalg
+from . import decompositions as _decompositions, linalg as _linalg
 from . import pointwise as _pointwise, scatter as _scatter, search as _search, shapes as _shapes
 from .. import _dtype
 from . import (
@@ -297,7 +297,7 @@ def _build() -> list[str]:
         table[alias] = table[target]
         names.append(alias)
     for module in (_reductions, _linalg, _activations, _join, _views, _indexing, _pointwise,
-                   _shapes, _scatter, _search):
+                   _shapes, _scatter, _search, _decompositions):
         for name in module.__all__:
             if name in ("getitem", "setitem") or name in _METHOD_ONLY:
                 continue

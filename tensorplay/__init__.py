@@ -31,7 +31,7 @@ from ._tensor.functional import __all__ as _functional_all  # noqa: E402
 from ._tensor.linalg import get_float32_matmul_precision, set_float32_matmul_precision  # noqa: E402,F401
 from ._tensor.random import manual_seed, initial_seed, seed, rand, randn, randint, normal  # noqa: E402
 from ._tensor.random import (  # noqa: E402
-    Generator, bernoulli, rand_like, randint_like, randn_like, randperm,
+    Generator, bernoulli, multinomial, poisson, rand_like, randint_like, randn_like, randperm,
 )
 from .accelerator._streams import Event, Stream  # noqa: E402
 from . import accelerator  # noqa: E402

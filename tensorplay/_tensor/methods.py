@@ -149,6 +149,7 @@ def install() -> None:
     Tensor.bernoulli_ = _random.bernoulli_
     Tensor.exponential_ = _random.exponential_
     Tensor.geometric_ = _random.geometric_
+    Tensor.multinomial = _random.multinomial
     Tensor.normal_ = _random.normal_
     Tensor.random_ = _random.random_
     for module in _METHOD_MODULES:

@@ -23,6 +23,7 @@ from .. import _dtype, _philox
 from .._runtime import writes as _writes
 from .._runtime.select import accelerator_backend
 from . import creation as _creation, elementwise as _ops, reductions as _reductions
+from .pointwise import _lgamma_lanczos
 from .tensor import Tensor
 
 __all__ = ["manual_seed", "initial_seed", "seed", "rand", "randn", "randint", "normal"]
@@ -389,3 +390,276 @@ def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
     keys = _uniform_like(_creation.empty(int(n), device=device), generator)
     order = _reductions.argsort(keys)
     return order if dtype is _dtype.int64 else order.to(dtype)
+
+
+# -- multinomial and poisson (issue 15): fixed work per element, no host reads on accelerators --
+_MAX_CATEGORIES = 1 << 24   # PyTorch's limit (it indexes categories through float32)
+_EXP_FLOOR = 2.0 ** -60     # below the smallest nonzero -log1p(-u) (2**-53), so order-preserving
+
+
+_compute_dtypes: dict = {}
+
+
+def _compute_dtype(device) -> _dtype.dtype:
+    """float64 where the device holds it (the uniforms and sums of these samplers), else
+    float32; looked up once per device."""
+    dtype = _compute_dtypes.get(device)
+    if dtype is None:
+        dtype = _dtype.float64 if _dispatch_supports(device, _dtype.float64) else _dtype.float32
+        _compute_dtypes[device] = dtype
+    return dtype
+
+
+def _sanitized(xp, w):
+    """Rows of weights as the accelerator samples them (no host read can check them there): NaN
+    and negative weights count as 0; where a row holds +inf, its +inf entries share all the
+    mass; a row with no positive weight is sampled uniformly. A no-op on a valid row, so cpu
+    (which checks) and the accelerators give the same samples."""
+    w = xp.where(w > 0, w, 0)                       # NaN and negatives -> 0
+    infinite = w == xp.inf
+    w = xp.where(xp.any(infinite, axis=-1, keepdims=True), infinite.astype(w.dtype), w)
+    return xp.where(xp.any(w > 0, axis=-1, keepdims=True), w, 1)
+
+
+def _check_weights(weights: Tensor, fast: bool) -> None:
+    """PyTorch's cpu checks of the weights (a host read: only for cpu tensors)."""
+    w = np.asarray(weights._data, dtype=np.float64).reshape(-1, weights.shape[-1])
+    bad = ~(w >= 0) | (w == np.inf)
+    if bad.any():
+        row, column = (int(i[0]) for i in np.nonzero(bad))
+        value = w[row, column]
+        where = f"entry {column} of row {row} is {value}" if weights.ndim == 2 else \
+            f"entry {column} is {value}"
+        if fast:
+            raise RuntimeError(f"multinomial: probability tensor contains either `inf`, `nan` or "
+                               f"element < 0 ({where}); weights must be finite and >= 0")
+        kind = "< 0" if value < 0 else "= infinity or NaN"
+        raise RuntimeError(f"multinomial: invalid multinomial distribution (encountering "
+                           f"probability entry {kind}: {where}); weights must be finite and >= 0")
+    empty_rows = np.nonzero(~(w > 0).any(axis=-1))[0]
+    if empty_rows.size:
+        which = f"row {int(empty_rows[0])} is all zeros" if weights.ndim == 2 else \
+            "every weight is 0"
+        raise RuntimeError(f"multinomial: invalid multinomial distribution (sum of probabilities "
+                           f"<= 0): {which}; each row needs a positive weight")
+
+
+def _gumbel_keys(xp, weights, uniforms, keys) -> None:
+    """Exponential-race keys ``log(E) - log(w)``, ``E = -log1p(-u)`` ~ Exp(1): the k smallest
+    are k draws without replacement (the category with the smallest ``E / w`` comes first).
+    Zero weights get keys above every positive one, ordered by ``E`` (a uniform order)."""
+    w = _sanitized(xp, weights.astype(keys.dtype))
+    log_e = xp.log(xp.maximum(-xp.log1p(-uniforms), _EXP_FLOOR))
+    # every positive weight's key is below -log(smallest subnormal) + log(max E) < offset - 42
+    offset = float(-np.log(np.finfo(keys.dtype).smallest_subnormal)) + 50.0
+    keys[...] = xp.where(w > 0, log_e - xp.log(w), offset + log_e)
+
+
+def _inverse_cdf(xp, weights, uniforms, out, steps: int) -> None:
+    """Draws with replacement: for each uniform ``u`` the first category whose cumulative
+    weight reaches ``(1 - u) * total`` (in (0, total]), by ``steps`` halvings of a
+    vectorized binary search. A zero-weight category never reaches a target its predecessor
+    did not, so it is never drawn."""
+    w = _sanitized(xp, weights.astype(uniforms.dtype))
+    w = w / xp.max(w, axis=-1, keepdims=True)          # max 1: no overflow, total >= 1
+    cdf = xp.cumsum(w, axis=-1)
+    target = (1 - uniforms) * cdf[:, -1:]
+    low = xp.zeros(uniforms.shape, dtype=np.int64)
+    high = xp.full(uniforms.shape, w.shape[-1] - 1, dtype=np.int64)
+    for _ in range(steps):
+        middle = (low + high) >> 1
+        reached = xp.take_along_axis(cdf, middle, axis=-1) >= target
+        high = xp.where(reached, middle, high)
+        low = xp.where(reached, low, middle + 1)
+    out[...] = low
+
+
+def multinomial(input: Tensor, num_samples: int, replacement: bool = False, *,
+                generator: Generator | None = None) -> Tensor:
+    """Indices drawn from the categories of each row of ``input`` (non-negative weights, not
+    necessarily normalized): int64 of shape ``(num_samples,)`` for a 1-D ``input``,
+    ``(rows, num_samples)`` for a 2-D one, as ``torch.multinomial``.
+
+    Without replacement (or for one sample) it is the exponential race (Gumbel-top-k): keys
+    ``E / w`` with ``E`` ~ Exp(1), the ``num_samples`` smallest in order, which is exactly
+    sequential sampling without replacement. Zero-weight categories come only after every
+    positive one, in uniformly random order: as in PyTorch, asking for more samples than a row
+    has positive weights returns zero-weight categories rather than raising. With replacement
+    it is the inverse CDF (cumulative sums, a fixed number of binary-search halvings), and a
+    zero-weight category is never drawn. Every call draws a fixed count of uniforms (``rows *
+    categories`` resp. ``rows * num_samples``), so it is graph-safe: a captured graph draws
+    fresh samples on each replay, k replays equal k eager calls, and cpu and sim agree exactly
+    for the same seed; cuda agrees up to rare rounding ties (its cumsum and log round the last
+    bit differently from NumPy's).
+
+    .. warning:: The weights are checked only on cpu (as PyTorch's cpu kernel does). On an
+       accelerator a check would read device memory (PyTorch's CUDA kernel asserts on the
+       device), which a capture forbids, so there an invalid row is sampled as: NaN and
+       negative weights count as 0, +inf weights share the whole mass, and a row with no
+       positive weight is sampled uniformly.
+
+    Raises:
+        TypeError: ``input`` not a Tensor, ``num_samples`` not an int.
+        RuntimeError: ``input`` not 1-D or 2-D, not floating point, without categories;
+            ``num_samples <= 0``; ``num_samples`` above the number of categories without
+            replacement; more than 2**24 categories; a generator of another device. On cpu
+            also: a negative, infinite or NaN weight, a row without a positive weight.
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"multinomial(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, (int, np.integer)):
+        raise TypeError(f"multinomial(): argument 'num_samples' must be int, not "
+                        f"{type(num_samples).__name__}")
+    num_samples = int(num_samples)
+    if input.ndim not in (1, 2):
+        raise RuntimeError(f"multinomial: prob_dist must be 1 or 2 dim, got {input.ndim} dims "
+                           f"(shape {tuple(input.shape)})")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"multinomial only supports floating-point dtypes for input, got: "
+                           f"{input.dtype.name}")
+    if num_samples <= 0:
+        raise RuntimeError(f"multinomial: cannot sample n_sample <= 0 samples, got "
+                           f"num_samples={num_samples}")
+    categories = input.shape[-1]
+    replacement = bool(replacement)
+    if not replacement and num_samples > categories:
+        raise RuntimeError(f"multinomial: cannot sample n_sample > prob_dist.size(-1) samples "
+                           f"without replacement: num_samples={num_samples} > {categories} "
+                           f"categories")
+    if categories > _MAX_CATEGORIES:
+        raise RuntimeError(f"multinomial: number of categories cannot exceed 2^24, got "
+                           f"{categories}")
+    rows = input.shape[0] if input.ndim == 2 else 1
+    shape = (rows, num_samples) if input.ndim == 2 else (num_samples,)
+    if rows == 0:
+        return _creation.empty(*shape, dtype=_dtype.int64, device=input.device)
+    if categories == 0:
+        raise RuntimeError(f"multinomial: input of shape {tuple(input.shape)} has no categories "
+                           f"to sample from")
+    fast = not replacement or num_samples == 1
+    if input.device.type == "cpu":
+        _check_weights(input, fast)
+    data = input._data
+    device, compute = input.device, _compute_dtype(input.device)
+    xp = _dispatch.xp_of(device)
+    if fast:
+        u = rand((rows, categories), dtype=compute, device=device, generator=generator)._data
+        keys = _creation.empty(rows, categories, dtype=compute, device=device)
+        keys_data = keys._data
+
+        def kernel():
+            _gumbel_keys(xp, data.reshape(rows, categories), u, keys_data)
+        _dispatch.launch(device, _dispatch.named("multinomial_keys", kernel,
+                                                 shape=(rows, categories)))
+        indices = _reductions.topk(keys, num_samples, dim=-1, largest=False).indices
+        return indices.reshape(shape)
+    u = rand((rows, num_samples), dtype=compute, device=device, generator=generator)._data
+    out = _creation.empty(rows, num_samples, dtype=_dtype.int64, device=device)
+    out_data, steps = out._data, (categories - 1).bit_length()
+
+    def search():
+        _inverse_cdf(xp, data.reshape(rows, categories), u, out_data, steps)
+    _dispatch.launch(device, _dispatch.named("multinomial", search, shape=(rows, num_samples)))
+    return out.reshape(shape)
+
+
+_POISSON_SMALL = 10.0    # inversion below this rate, PTRS at and above it (as PyTorch and NumPy)
+_POISSON_INVERSION_CAP = 46   # P(X >= 46 | rate 10) ~ 1e-16: the truncated mass
+_POISSON_CANDIDATES = 26  # PTRS acceptance >= 0.75 each: all 26 rejected with prob < 2e-16
+
+
+def _poisson_sample(xp, rates, uniforms, out) -> None:
+    """Poisson draws with a fixed amount of work per element; ``uniforms`` has
+    ``2 * _POISSON_CANDIDATES`` planes of ``rates``'s shape (the compute dtype)."""
+    compute = uniforms.dtype
+    lam = rates.astype(compute)
+    # rates below 10: inversion by sequential search of the CDF, capped
+    small = xp.where(lam < _POISSON_SMALL, lam, 0)    # rate 0: F_0 = 1 > u, so 0
+    u = uniforms[0]
+    p = xp.exp(-small)
+    cdf = p
+    count = xp.zeros(lam.shape, dtype=compute)
+    for k in range(1, _POISSON_INVERSION_CAP + 1):
+        count = count + (u >= cdf)
+        p = p * small / k
+        cdf = cdf + p
+    # rates of 10 and more: Hormann's PTRS, the first of a fixed number of candidates accepted
+    big = xp.where(lam >= _POISSON_SMALL, lam, _POISSON_SMALL)
+    big = xp.where(xp.isfinite(big), big, _POISSON_SMALL)
+    sqrt_lam, log_lam = xp.sqrt(big), xp.log(big)
+    b = 0.931 + 2.53 * sqrt_lam
+    a = -0.059 + 0.02483 * b
+    log_inv_alpha = xp.log(1.1239 + 1.1328 / (b - 3.4))
+    vr = 0.9277 - 3.6224 / (b - 2)
+    drawn = xp.floor(big)                 # the fallback, a mode (see poisson's docstring)
+    done = xp.zeros(lam.shape, dtype=bool)
+    for i in range(_POISSON_CANDIDATES):
+        centered = uniforms[2 * i] - 0.5
+        v = uniforms[2 * i + 1]
+        us = 0.5 - xp.abs(centered)
+        k = xp.floor((2 * a / us + b) * centered + big + 0.43)
+        quick = (us >= 0.07) & (v <= vr)
+        refused = (k < 0) | ((us < 0.013) & (v > us))
+        safe_k = xp.where(refused, 0, k)
+        log_factorial = _lgamma_lanczos(xp, safe_k + 1)
+        slow = (xp.log(v) + log_inv_alpha - xp.log(a / (us * us) + b)
+                <= -big + safe_k * log_lam - log_factorial)
+        accepted = (quick | (~refused & slow)) & ~done
+        drawn = xp.where(accepted, k, drawn)
+        done = done | accepted
+    result = xp.where(lam < _POISSON_SMALL, count, drawn)
+    result = xp.where(lam == xp.inf, xp.inf, result)
+    out[...] = xp.where(lam >= 0, result, xp.nan)   # NaN and negative rates (unchecked) -> NaN
+
+
+def poisson(input: Tensor, generator: Generator | None = None) -> Tensor:
+    """Poisson draws with the rates ``input``, in its (floating) dtype and shape, as
+    ``torch.poisson``; rate 0 gives 0.
+
+    Fixed work per element (graph-safe: no host read, no loop whose count depends on the
+    values; a captured graph draws fresh samples on every replay, k replays equal k eager
+    calls). Each element takes ``52`` uniforms of the compute dtype (float64 where the device
+    has it): rates below 10 by inversion (sequential search of the CDF, capped at 46, which
+    truncates a mass below 1e-16), rates from 10 by Hormann's PTRS transformed rejection (as
+    PyTorch and NumPy), taking the first accepted of 26 candidates. Each candidate is accepted
+    with probability at least 0.75 (at rate 10; 0.89 for large rates), so all 26 are rejected
+    with probability below 2e-16; the draw is then ``floor(rate)``, a mode. Exact in
+    distribution up to those truncations and float rounding; cpu and sim agree exactly for the
+    same seed, cuda up to rare last-bit differences of log/exp deciding an acceptance.
+
+    .. warning:: Rates are checked only on cpu. On an accelerator a check would read device
+       memory, which a capture forbids; there a negative or NaN rate gives NaN and a +inf rate
+       gives +inf.
+
+    Raises:
+        TypeError: ``input`` not a Tensor.
+        RuntimeError: ``input`` not floating point; a generator of another device. On cpu also:
+            a negative, NaN or infinite rate.
+    """
+    if not isinstance(input, Tensor):
+        raise TypeError(f"poisson(): argument 'input' must be Tensor, not "
+                        f"{type(input).__name__}")
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"poisson: expected a floating point tensor of rates, got "
+                           f"{input.dtype.name}")
+    device, compute = input.device, _compute_dtype(input.device)
+    if device.type == "cpu" and input.numel():
+        rates = np.asarray(input._data, dtype=np.float64)
+        bad = ~(rates >= 0) | (rates == np.inf)
+        if bad.any():
+            value = rates[tuple(i[0] for i in np.nonzero(bad))] if rates.ndim else rates
+            raise RuntimeError(f"poisson: invalid Poisson rate, expected rate to be "
+                               f"non-negative and finite, got {float(value)}")
+    shape = tuple(input.shape)
+    uniforms = rand((2 * _POISSON_CANDIDATES, *shape), dtype=compute, device=device,
+                    generator=generator)._data
+    out = _creation.empty(*shape, dtype=input.dtype, device=device)
+    rates_data, out_data = input._data, out._data
+    xp = _dispatch.xp_of(device)
+
+    def kernel():
+        _poisson_sample(xp, rates_data, uniforms, out_data)
+    _dispatch.launch(device, _dispatch.named("poisson", kernel, shape=shape,
+                                             dtype=input.dtype.name))
+    return out

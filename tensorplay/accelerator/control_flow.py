@@ -18,12 +18,15 @@ this thread's current stream, on the device of the call's tensors, records into 
   before the loop and at the end of the body); the graph then runs what they recorded whenever
   the device decides to. The constructions:
 
-  * ``cond``: ``p`` (a copy of ``pred``) and ``not_p`` are computed before the nodes (one
-    kernel writes both); an if node
+  * ``cond``: where the driver has CUDA 12.8's two-body IF node (and on sim), ONE if/else node
+    gated on ``pred``: its first body runs ``true_fn`` and copies its outputs into result
+    buffers (allocated there, from ``true_fn``'s outputs, in the graph's pool), its second
+    ``false_fn`` into the same buffers. Otherwise ``p`` (a copy of ``pred``) and ``not_p`` are
+    computed before the nodes (one kernel writes both); an if node
     on ``p`` runs ``true_fn`` and copies its outputs into result buffers (allocated there, from
     ``true_fn``'s outputs, in the graph's pool); an if node on ``not_p`` runs ``false_fn`` and
-    copies its outputs into the same buffers. This is the "two if nodes for else" construction:
-    CUDA 12.8's two-body IF node is not used yet.
+    copies its outputs into the same buffers: the "two if nodes for else" construction, which
+    the debug dump shows as two if nodes.
   * ``while_loop``: the carried values are cloned into graph-owned buffers; a predicate buffer
     is written from ``cond_fn`` before a while node and again, in place, at the end of its body;
     the body runs ``body_fn`` and copies its results back into the carried buffers (results
@@ -349,25 +352,49 @@ def _outputs(api: str, who: str, value, device) -> tuple[Any, list[Tensor]]:
     return treedef, leaves
 
 
-@contextlib.contextmanager
-def _body(graph: Graph, kind: str, predicate: Tensor, api: str, who: str):
-    """Record the block into an if or while body of ``graph`` gated by ``predicate``. On an
-    error, close every body opened since (nested ones included) and invalidate the capture."""
-    depth = graph._body_depth()
-    if kind == "while":
-        graph.begin_capture_to_while_node(predicate)
-    else:
-        graph.begin_capture_to_if_node(predicate)
-    try:
-        yield
-        opened = graph._body_depth() - depth
+class _Where:
+    """The body ``_body`` opened: which user function it records (named in errors)."""
+
+    __slots__ = ("graph", "depth", "api", "who")
+
+    def __init__(self, graph: Graph, depth: int, api: str, who: str):
+        self.graph, self.depth, self.api, self.who = graph, depth, api, who
+
+    def check_balanced(self) -> None:
+        """RuntimeError unless exactly the body ``_body`` opened is open (the function left
+        none of its own open and closed none it did not open)."""
+        opened = self.graph._body_depth() - self.depth
         if opened != 1:
             what = (f"left {opened - 1} conditional body(ies) open" if opened > 1 else
                     "closed the conditional body it runs in")
-            raise RuntimeError(f"tp.{api}: {who} {what} (unbalanced begin_capture_to_if_node/"
-                               f"while_node and end_capture_to_conditional_node calls)")
+            raise RuntimeError(f"tp.{self.api}: {self.who} {what} (unbalanced begin_capture_to_"
+                               f"if_node/while_node and end_capture_to_conditional_node calls)")
+
+    def begin_else(self, who: str) -> None:
+        """Close the if/else node's first body (checked balanced) and open its second."""
+        self.check_balanced()
+        self.graph.begin_capture_to_else_body()
+        self.who = who
+
+
+@contextlib.contextmanager
+def _body(graph: Graph, kind: str, predicate: Tensor, api: str, who: str):
+    """Record the block into an if, if_else or while body of ``graph`` gated by ``predicate``
+    (an if_else block calls the yielded ``where.begin_else(who)`` halfway). On an error, close
+    every body opened since (nested ones included) and invalidate the capture."""
+    depth = graph._body_depth()
+    where = _Where(graph, depth, api, who)
+    if kind == "while":
+        graph.begin_capture_to_while_node(predicate)
+    elif kind == "if_else":
+        graph.begin_capture_to_if_else_node(predicate)
+    else:
+        graph.begin_capture_to_if_node(predicate)
+    try:
+        yield where
+        where.check_balanced()
     except BaseException as error:
-        graph._invalidate(f"tp.{api}'s {who} raising {type(error).__name__} inside its "
+        graph._invalidate(f"tp.{api}'s {where.who} raising {type(error).__name__} inside its "
                           f"conditional body")
         while graph._body_depth() > depth:
             before = graph._body_depth()
@@ -481,6 +508,18 @@ def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..
             treedef, leaves = _outputs("cond", who, value, device)
         return _unflatten(treedef, iter(_fresh(leaves, inputs)))
     _on_device("cond", "pred", pred, device)
+    if graph.supports_if_else_nodes():   # one two-body if node, gated on pred itself
+        with _body(graph, "if_else", pred, "cond", "true_fn") as where:
+            treedef, leaves = _outputs("cond", "true_fn", true_fn(*operands), device)
+            results = [_creation.empty_like(leaf) for leaf in leaves]
+            for result, leaf in zip(results, leaves):
+                result.copy_(leaf)
+            metas = _metas(leaves)
+            del leaves
+            where.begin_else("false_fn")
+            _false_branch(false_fn, operands, device, treedef, metas, results)
+        return _unflatten(treedef, iter(results))
+    # two if nodes: on a copy of pred (the true branch may change pred) and on its negation
     p = _creation.empty((1,), dtype=_dtype.bool, device=device)
     not_p = _creation.empty((1,), dtype=_dtype.bool, device=device)
     _launch_fused(_branch_predicates, device, "cond_predicates", pred._data.reshape(()),
@@ -493,12 +532,18 @@ def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..
         metas = _metas(leaves)
         del leaves
     with _body(graph, "if", not_p, "cond", "false_fn"):
-        other_def, other = _outputs("cond", "false_fn", false_fn(*operands), device)
-        _check_same("cond", "false_fn", other_def, other, "true_fn's result", treedef, metas,
-                    _SAME_BRANCHES)
-        for result, leaf in zip(results, other):
-            result.copy_(leaf)
+        _false_branch(false_fn, operands, device, treedef, metas, results)
     return _unflatten(treedef, iter(results))
+
+
+def _false_branch(false_fn, operands, device, treedef, metas, results) -> None:
+    """Run ``false_fn`` into the open body, check its outputs against ``true_fn``'s and copy
+    them into the result buffers."""
+    other_def, other = _outputs("cond", "false_fn", false_fn(*operands), device)
+    _check_same("cond", "false_fn", other_def, other, "true_fn's result", treedef, metas,
+                _SAME_BRANCHES)
+    for result, leaf in zip(results, other):
+        result.copy_(leaf)
 
 
 # -- switch -----------------------------------------------------------------------------------

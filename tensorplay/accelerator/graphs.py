@@ -49,6 +49,7 @@ from .._runtime.allocator import device_allocator as _allocator
 from .._runtime.dispatch import body_watchers as _body_watchers
 from .._runtime.select import require_accelerator
 from .._runtime.writes import WhileBodyWatch
+from ..backends import capability as _capability
 from .._tensor import random as _random
 from ._staging import plan_staging
 from . import _streams
@@ -160,6 +161,7 @@ class Graph:
         self._discarded_because: str | None = None
         # open conditional bodies, innermost last: (body stream, parent stream, while watch)
         self._bodies: list[tuple[Stream, Stream, WhileBodyWatch | None]] = []
+        self._first_bodies: list = []   # native streams of if/else nodes' open first bodies
         self._context_streams: list[Stream] = []
         self._staging_plan = None
 
@@ -318,6 +320,7 @@ class Graph:
         """Discard an open capture: close bodies, end the native capture, drop everything.
         Callers have checked the thread (``CaptureRecord.check_owner_thread``)."""
         backend = self._backend
+        self._first_bodies = []
         while self._bodies:
             body, _, _ = self._bodies.pop()
             _body_watchers.pop(body._native, None)
@@ -354,14 +357,27 @@ class Graph:
         parent = _streams.current_stream(self._device_index)
         body_native = self._backend.begin_conditional(parent._native, kind, predicate)
         body = Stream._wrap(body_native, self._device_index)
+        self._enter_body(body, parent, WhileBodyWatch(predicate) if kind == "while" else None)
+
+    def _enter_body(self, body: Stream, parent: Stream, watch: WhileBodyWatch | None) -> None:
+        """Make ``body`` (a conditional body the backend opened) the innermost open body: its
+        allocations come from the graph's pool and the current stream is it."""
+        body_native = body._native
         _allocator(self._device_index).begin_allocate_to_pool(self._pool_id, body_native)
-        watch = WhileBodyWatch(predicate) if kind == "while" else None
         self._bodies.append((body, parent, watch))
         self._record.body_streams.append(body_native)
         _note_capturing(body_native, self)
         if any(entry[2] is not None for entry in self._bodies):
             _body_watchers[body_native] = self._note_body_work
         _streams.set_current_stream(body)
+
+    def _leave_body(self, body: Stream) -> None:
+        """Forget ``body`` (the innermost open body, whose capture the backend ended)."""
+        self._bodies.pop()
+        _body_watchers.pop(body._native, None)
+        _forget_capturing(body._native)
+        self._record.body_streams.remove(body._native)
+        _allocator(self._device_index).end_allocate_to_pool(self._pool_id, body._native)
 
     def _note_body_work(self, kernel) -> None:
         """Note [write records]: ``kernel`` (None: a graph launch) was recorded into
@@ -378,6 +394,63 @@ class Graph:
         :meth:`end_capture_to_conditional_node` runs only when it is true.
         """
         self._begin_conditional("if", scalar_pred, "begin_capture_to_if_node")
+
+    def begin_capture_to_if_else_node(self, scalar_pred) -> None:
+        """Like :meth:`begin_capture_to_if_node`, but the node has a second body: after the
+        work that runs when the predicate is true, :meth:`begin_capture_to_else_body` starts
+        the work that runs when it is false, and :meth:`end_capture_to_conditional_node`
+        closes the node (no else body: nothing runs when false). CUDA 12.8's two-body IF node,
+        on drivers that have it (``tp.cond`` uses it there; see
+        :func:`supports_if_else_nodes`).
+
+        Raises:
+            RuntimeError: the backend or driver has no two-body if node (use two
+                :meth:`begin_capture_to_if_node` on ``p`` and ``p.logical_not()`` instead);
+                not inside an open capture.
+            TypeError, ValueError: as :meth:`begin_capture_to_if_node`.
+        """
+        call = "begin_capture_to_if_else_node"
+        if not self.supports_if_else_nodes():
+            raise RuntimeError(f"{call}: this {self._backend_name()} backend (or its driver: "
+                               f"CUDA 12.8+ is needed) records no two-body if node; gate the "
+                               f"else work on a second begin_capture_to_if_node over the "
+                               f"negated predicate instead")
+        self._begin_conditional("if_else", scalar_pred, call)
+        self._first_bodies.append(self._bodies[-1][0]._native)
+
+    def begin_capture_to_else_body(self) -> None:
+        """Inside the first body of the innermost if/else node
+        (:meth:`begin_capture_to_if_else_node`), close it and capture the following work into
+        the node's second body, run when the predicate is false.
+
+        Raises:
+            RuntimeError: not inside an open capture, or the innermost open body is not the
+                first body of an if/else node (an if node, a while node, or an else body).
+        """
+        call = "begin_capture_to_else_body"
+        if self._record is None:
+            raise RuntimeError(f"{call}: only inside an open capture (capture_begin or with g:)")
+        _capture.check_body_open(self._record, call)
+        body, parent, watch = self._bodies[-1]
+        if not any(native is body._native for native in self._first_bodies):
+            raise RuntimeError(f"{call}: the innermost open conditional body is not the first "
+                               f"body of an if/else node; open one with "
+                               f"begin_capture_to_if_else_node (if and while nodes, and else "
+                               f"bodies, take no else body)")
+        self._first_bodies = [n for n in self._first_bodies if n is not body._native]
+        else_native = self._backend.begin_else(body._native)
+        self._leave_body(body)
+        else_body = Stream._wrap(else_native, self._device_index)
+        self._enter_body(else_body, parent, watch)
+
+    @staticmethod
+    def supports_if_else_nodes() -> bool:
+        """Whether the accelerator records two-body if nodes
+        (:meth:`begin_capture_to_if_else_node`): sim does; cuda does with a CUDA 12.8+ driver."""
+        return "if_else" in _capability(require_accelerator(), "conditional_kinds")
+
+    def _backend_name(self) -> str:
+        return getattr(self._backend, "name", "accelerator")
 
     def begin_capture_to_while_node(self, scalar_pred) -> None:
         """Like :meth:`begin_capture_to_if_node`, but the body loops while the predicate is true
@@ -408,12 +481,10 @@ class Graph:
             raise RuntimeError("end_capture_to_conditional_node: only inside an open capture "
                                "(capture_begin or with g:)")
         _capture.check_body_open(self._record, "end_capture_to_conditional_node")
-        body, parent, watch = self._bodies.pop()
-        _body_watchers.pop(body._native, None)
-        _forget_capturing(body._native)
-        self._record.body_streams.remove(body._native)
+        body, parent, watch = self._bodies[-1]
+        self._first_bodies = [n for n in self._first_bodies if n is not body._native]
+        self._leave_body(body)
         self._backend.end_conditional(body._native)
-        _allocator(self._device_index).end_allocate_to_pool(self._pool_id, body._native)
         _streams.set_current_stream(parent)
         if watch is not None and self._record.invalidated_by is None and \
                 self._refusal is None and not watch.may_write_predicate(self._backend):

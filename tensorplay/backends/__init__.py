@@ -193,7 +193,15 @@ class Graphs(Protocol):
 
     def begin_conditional(self, stream: NativeStream, kind: str, predicate: Any) -> NativeStream:
         """Inside a capture, add an "if" or "while" node gated on ``predicate`` (a one-element
-        bool ``xp`` array) and return the stream that records its body."""
+        bool ``xp`` array) and return the stream that records its body. ``kind`` may also be
+        "if_else" where the capability ``conditional_kinds`` lists it: an if node with two
+        bodies (CUDA 12.8's two-body IF), the first run when the predicate is true, the second
+        (see :meth:`begin_else`) when it is false."""
+
+    def begin_else(self, body_stream: NativeStream) -> NativeStream:
+        """Close the first body of the "if_else" node open on ``body_stream`` and return the
+        stream that records its second body (run when the predicate is false); ending that one
+        with :meth:`end_conditional` closes the node. RuntimeError for any other body."""
 
     def set_conditional(self, body_stream: NativeStream, predicate: Any) -> None:
         """Record, at this point of the innermost body, a refresh of its node's condition from
@@ -329,7 +337,10 @@ OPTIONAL_HOOKS: frozenset[str] = frozenset(
 #: visible to other libraries).
 #: ``matmul_epilogues``: the activations the ``matmul_epilogue`` hook fuses (see it); empty: none.
 #: ``matrix_engine``: a line saying what computes matrix products (``python -m tensorplay info``).
-CAPABILITIES: dict[str, Any] = {"dlpack_device_types": frozenset(),
+#: ``conditional_kinds``: the ``begin_conditional`` kinds the backend records ("if_else": a
+#: two-body if node; without it ``tp.cond`` builds the else branch from a second if node).
+CAPABILITIES: dict[str, Any] = {"conditional_kinds": frozenset({"if", "while"}),
+                                "dlpack_device_types": frozenset(),
                                 "matmul_epilogues": frozenset(),
                                 "matrix_engine": "the array library's matmul (xp.matmul)"}
 

@@ -23,7 +23,7 @@ from ._runtime import is_capturing as _runtime_is_capturing
 from ._stage_node import StageNode
 
 __all__ = ["Capture", "Conditional", "CudaGraph", "CudaExecutable", "begin_capture",
-           "end_capture", "begin_conditional", "set_conditional", "end_conditional",
+           "end_capture", "begin_conditional", "begin_else", "set_conditional", "end_conditional",
            "is_capturing", "instantiate", "to_dot", "destroy_executable", "destroy_graph"]
 
 MODES = {"global": runtime.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal,
@@ -32,7 +32,13 @@ MODES = {"global": runtime.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal,
 _STATUS_NONE = runtime.cudaStreamCaptureStatus.cudaStreamCaptureStatusNone
 _STATUS_ACTIVE = runtime.cudaStreamCaptureStatus.cudaStreamCaptureStatusActive
 _KINDS = {"if": runtime.cudaGraphConditionalNodeType.cudaGraphCondTypeIf,
+          "if_else": runtime.cudaGraphConditionalNodeType.cudaGraphCondTypeIf,
           "while": runtime.cudaGraphConditionalNodeType.cudaGraphCondTypeWhile}
+#: bodies per node kind: an "if_else" node is CUDA 12.8's IF node of size 2 (the second body
+#: runs when the condition is zero)
+_BODIES = {"if": 1, "if_else": 2, "while": 1}
+#: the oldest driver (cudaDriverGetVersion) that records a two-body IF node
+IF_ELSE_DRIVER = 12080
 _SET_DEPENDENCIES = \
     runtime.cudaStreamUpdateCaptureDependenciesFlags.cudaStreamSetCaptureDependencies
 
@@ -59,14 +65,16 @@ class Conditional:
     """An if/while node being captured: its handle, current predicate and streams."""
 
     __slots__ = ("kind", "handle", "handle_arg", "predicate", "parent", "body", "capture",
-                 "body_id")
+                 "body_id", "else_graph")
 
-    def __init__(self, kind, handle, predicate, parent, body, capture, body_id):
+    def __init__(self, kind, handle, predicate, parent, body, capture, body_id,
+                 else_graph=None):
         self.kind = kind
         self.handle = handle
         self.handle_arg = _kernels.pointer(int(handle))
         self.predicate = predicate
         self.parent, self.body, self.capture, self.body_id = parent, body, capture, body_id
+        self.else_graph = else_graph   # an if_else node's second body, until it is captured
 
 
 class CudaGraph:
@@ -248,25 +256,26 @@ def is_capturing(stream) -> bool:
 
 # -- conditional nodes -----------------------------------------------------------------------
 
-def _body_graph(params, node):
-    """The body graph the driver made for a conditional node (read back from the params the
-    node was added with, else from the node)."""
-    body = params.conditional.phGraph_out[0]
-    if body is not None and int(body) != 0:
-        return body
+def _body_graphs(params, node, count: int) -> list:
+    """The ``count`` body graphs the driver made for a conditional node (read back from the
+    params the node was added with, else from the node)."""
+    bodies = [params.conditional.phGraph_out[k] for k in range(count)]
+    if all(body is not None and int(body) != 0 for body in bodies):
+        return bodies
     node_params = check(runtime.cudaGraphNodeGetParams(node), "cudaGraphNodeGetParams")
-    return node_params.conditional.phGraph_out[0]
+    return [node_params.conditional.phGraph_out[k] for k in range(count)]
 
 
-def _add_conditional_node(stream, kind: str, handle):
-    """Add the node after the stream's current capture dependencies; make it the only one."""
+def _add_conditional_node(stream, kind: str, handle) -> list:
+    """Add the node after the stream's current capture dependencies; make it the only one.
+    Returns its body graphs."""
     status, _, graph, deps, edges, count = check(
         runtime.cudaStreamGetCaptureInfo(stream.handle), "cudaStreamGetCaptureInfo")
     params = runtime.cudaGraphNodeParams()
     params.type = runtime.cudaGraphNodeType.cudaGraphNodeTypeConditional
     params.conditional.handle = handle
     params.conditional.type = _KINDS[kind]
-    params.conditional.size = 1
+    params.conditional.size = _BODIES[kind]
     count = int(count or 0)
     node = check(runtime.cudaGraphAddNode(graph, deps if count else None,
                                           edges if count else None, count, params),
@@ -274,7 +283,7 @@ def _add_conditional_node(stream, kind: str, handle):
     check(runtime.cudaStreamUpdateCaptureDependencies(stream.handle, [node], None, 1,
                                                       _SET_DEPENDENCIES),
           "cudaStreamUpdateCaptureDependencies")
-    return _body_graph(params, node)
+    return _body_graphs(params, node, _BODIES[kind])
 
 
 def begin_conditional(stream, kind: str, predicate) -> "_streams.CudaStream":
@@ -288,7 +297,8 @@ def begin_conditional(stream, kind: str, predicate) -> "_streams.CudaStream":
     (``_runtime/capture.py``).
     """
     if kind not in _KINDS:
-        raise ValueError(f"begin_conditional: kind must be 'if' or 'while', got {kind!r}")
+        raise ValueError(f"begin_conditional: kind must be one of {sorted(_KINDS)}, got "
+                         f"{kind!r}")
     index = stream.device_index
     if stream.closed:
         raise RuntimeError(f"begin_conditional: conditional body was closed ({stream!r})")
@@ -308,21 +318,56 @@ def begin_conditional(stream, kind: str, predicate) -> "_streams.CudaStream":
                        "cudaGraphConditionalHandleCreate")
         _kernels.launch(_kernels.SET_CONDITIONAL, stream, 1, 1,
                         (_kernels.pointer(int(handle)), predicate))
-        body_graph = _add_conditional_node(stream, kind, handle)
-        with relaxed_capture_mode():   # stream creation inside a capture: be permissive
-            body = _streams.new_stream(index, stream.priority)
-        check(runtime.cudaStreamBeginCaptureToGraph(body.handle, body_graph, None, None, 0,
-                                                    capture.mode),
-              "cudaStreamBeginCaptureToGraph")
+        bodies = _add_conditional_node(stream, kind, handle)
+        return _capture_body(kind, handle, predicate, stream, capture, bodies[0],
+                             bodies[1] if len(bodies) > 1 else None)
+
+
+def _capture_body(kind: str, handle, predicate, parent, capture: Capture, body_graph,
+                  else_graph) -> "_streams.CudaStream":
+    """Start capturing ``body_graph`` (a body of the node ``handle`` gates) on a new stream
+    with the capture's mode, registered as ``parent``'s open conditional; returns the stream.
+    Runs under the device's guard."""
+    with relaxed_capture_mode():   # stream creation inside a capture: be permissive
+        body = _streams.new_stream(parent.device_index, parent.priority)
+    check(runtime.cudaStreamBeginCaptureToGraph(body.handle, body_graph, None, None, 0,
+                                                capture.mode),
+          "cudaStreamBeginCaptureToGraph")
     _, body_id = _capture_id(body)
-    conditional = Conditional(kind, handle, predicate, stream, body, capture, body_id)
+    conditional = Conditional(kind, handle, predicate, parent, body, capture, body_id,
+                              else_graph)
     body.body = conditional
-    stream.open_nodes.append(conditional)
+    parent.open_nodes.append(conditional)
     capture.open.append(conditional)
     capture.ids.append(body_id)
     with _registry_lock:
         _by_id[body_id] = capture
     return body
+
+
+def begin_else(body_stream) -> "_streams.CudaStream":
+    """End the capture of an if_else node's first body (on ``body_stream``) and start capturing
+    its second body, run when the condition is false, on a new stream (returned); ending that
+    one with :func:`end_conditional` closes the node.
+
+    Raises:
+        RuntimeError: ``body_stream`` is not the open first body of an if_else node, a
+            conditional begun inside it is still open, or CUDA refused to end its capture.
+    """
+    conditional = _open_conditional("begin_else", body_stream)
+    if conditional.kind != "if_else" or conditional.else_graph is None:
+        raise RuntimeError(f"begin_else: {body_stream!r} records the first body of no if_else "
+                           f"node (an if_else node has one else body)")
+    if body_stream.open_nodes:
+        raise RuntimeError(f"begin_else: a conditional begun inside {body_stream!r} is still "
+                           f"open; end it first (unbalanced begin/end)")
+    parent = conditional.parent
+    result = runtime.cudaStreamEndCapture(body_stream.handle)
+    _close(conditional)
+    check(result, "cudaStreamEndCapture (conditional body)")
+    with device_guard(parent.device_index):
+        return _capture_body("else", conditional.handle, conditional.predicate, parent,
+                             conditional.capture, conditional.else_graph, None)
 
 
 def _open_conditional(call: str, body_stream) -> Conditional:

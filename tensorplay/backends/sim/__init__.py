@@ -191,6 +191,7 @@ class SimBackend(SimMemory[_Device]):
 
     name = "sim"
     device_type = "sim"
+    conditional_kinds = frozenset({"if", "if_else", "while"})
     xp = np
 
     def __init__(self, device_count: int = 2, memory_bytes: int = 1 << 30,
@@ -496,12 +497,14 @@ class SimBackend(SimMemory[_Device]):
         return stream._capture is not None
 
     def begin_conditional(self, stream: SimStream, kind: str, predicate: Any) -> SimStream:
-        """Record an if/while node into ``stream``'s target; return the stream of its body."""
+        """Record an if/if_else/while node into ``stream``'s target; return the stream of its
+        (first) body."""
         if not self.is_capturing(stream):
             raise RuntimeError(f"begin_conditional: {stream!r} is not capturing; conditional "
                                f"nodes exist only inside a capture")
-        if kind not in ("if", "while"):
-            raise ValueError(f"begin_conditional: kind must be 'if' or 'while', got {kind!r}")
+        if kind not in self.conditional_kinds:
+            raise ValueError(f"begin_conditional: kind must be one of "
+                             f"{sorted(self.conditional_kinds)}, got {kind!r}")
         address = self.array_ptr(predicate)
         body = SimStream(stream.device_index, stream.priority, False)
         with self._all_locks():
@@ -515,6 +518,20 @@ class SimBackend(SimMemory[_Device]):
         if not body_stream._is_body:
             raise RuntimeError(f"{call}: {body_stream!r} is not a conditional body stream "
                                f"(no conditional node is open on it)")
+
+    def begin_else(self, body_stream: SimStream) -> SimStream:
+        """Close the first body of an if_else node; return the stream of its second body."""
+        self._check_open_body("begin_else", body_stream)
+        node = body_stream._body_node
+        if node is None or node.kind != "if_else" or node.else_body is None or \
+                body_stream._target is not node.body:
+            raise RuntimeError(f"begin_else: {body_stream!r} records the first body of no "
+                               f"if_else node (an if_else node has one else body)")
+        else_stream = SimStream(body_stream.device_index, body_stream.priority, False)
+        with self._all_locks():
+            assert body_stream._capture is not None   # an open body: checked above
+            body_stream._capture.switch_body(body_stream, else_stream, node.else_body)
+        return else_stream
 
     def set_conditional(self, body_stream: SimStream, predicate: Any) -> None:
         """Record a step that sets the body's node handle from ``predicate`` when it runs."""

@@ -58,6 +58,10 @@ class _DotWriter:
         last = self.emit_list(node.body, inner, head)
         if node.kind == "while" and last is not None and last != head:
             self.lines.append(f'{inner}{last} -> {head} [style=dashed, label="repeat"];')
+        if node.else_body:   # an if_else node's second body hangs off the head's false edge
+            first = f"n{self.count}"
+            self.emit_list(node.else_body, inner, None)
+            self.lines.append(f'{inner}{head} -> {first} [style=dashed, label="else"];')
         self.lines.append(f"{indent}}}")
 
 

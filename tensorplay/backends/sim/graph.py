@@ -206,8 +206,10 @@ class EventNode:
 
 
 class ConditionalNode:
-    """An ``if`` (body runs once when the handle is true) or ``while`` node (body repeats while
-    the handle is true at the end of each iteration); see Note [sim conditional handles]."""
+    """An ``if`` (body runs once when the handle is true), ``if_else`` (``body`` when it is
+    true, ``else_body`` when it is false: CUDA 12.8's two-body IF) or ``while`` node (body
+    repeats while the handle is true at the end of each iteration); see Note [sim conditional
+    handles]."""
 
     def __init__(self, kind: str, predicate: Any, predicate_ptr: int):
         self.kind = kind
@@ -215,12 +217,15 @@ class ConditionalNode:
         self.predicate = predicate
         self.predicate_ptr = predicate_ptr
         self.body: list[Any] = []
+        self.else_body: list[Any] | None = [] if kind == "if_else" else None
 
     def run(self, copy_bytes: CopyBytes, condition) -> None:
         state = _ConditionState(self.predicate)
-        if self.kind == "if":
+        if self.kind != "while":
             if state.handle:
                 run_nodes(self.body, copy_bytes, state)
+            elif self.else_body is not None:
+                run_nodes(self.else_body, copy_bytes, state)
             return
         iterations = 0
         while state.handle:
@@ -236,7 +241,10 @@ class ConditionalNode:
             state.set(state.predicate)
 
     def details(self) -> list[str]:
-        return [f"predicate=0x{self.predicate_ptr:x}", f"body_nodes={len(self.body)}"]
+        found = [f"predicate=0x{self.predicate_ptr:x}", f"body_nodes={len(self.body)}"]
+        if self.else_body is not None:
+            found.append(f"else_body_nodes={len(self.else_body)}")
+        return found
 
 
 class SetConditionalNode:
@@ -353,6 +361,20 @@ class Capture:
         body._body_node, body._parent = node, stream
         stream._open_child = body
         self.open_bodies.append(body)
+
+    def switch_body(self, body: Any, successor: Any, target: list) -> None:
+        """Close ``body`` and make ``successor`` record into ``target``, another body of the
+        same node (an if_else node's else body)."""
+        if body._open_child is not None:
+            raise RuntimeError(f"begin_else: {body!r} has an open conditional body of its own; "
+                               f"end that one first")
+        parent, node = body._parent, body._body_node
+        self.open_bodies.remove(body)
+        _close(body)
+        successor._capture, successor._target = self, target
+        successor._body_node, successor._parent = node, parent
+        parent._open_child = successor
+        self.open_bodies.append(successor)
 
     def close_body(self, body: Any) -> None:
         if body._open_child is not None:

@@ -132,9 +132,11 @@ def _aligned(case: Case, got, want, fields: list[str]):
 
 def compare(case: Case, got, want) -> str | None:
     if isinstance(want, tuple) and isinstance(got, tuple):
-        fields = list(getattr(want, "_fields", ()) or [])
-        if getattr(got, "_fields", None) != getattr(want, "_fields", None):
-            return f"fields tp {getattr(got, '_fields', None)} vs torch {tuple(fields)}"
+        # torch's return types are structseqs: fields by attribute, no ``_fields``
+        fields = list(getattr(got, "_fields", ()) or [])
+        if len(got) != len(want) or not all(hasattr(want, name) for name in fields):
+            return (f"fields tp {tuple(fields)} ({len(got)} items) vs torch "
+                    f"{type(want).__name__} of {len(want)} items")
         for name in fields:
             g, w = getattr(got, name), getattr(want, name)
             if tuple(g.shape) != tuple(w.shape):

@@ -143,6 +143,10 @@ def compare(case: Case, got, want) -> str | None:
     a, b = a.astype(np.complex128 if a.dtype.kind == "c" else np.float64), \
         b.astype(np.complex128 if b.dtype.kind == "c" else np.float64)
     rtol, atol = case.tol or TOLERANCE.get(dtype_name(got), (1e-6, 1e-6))
+    if case.kind == "out":   # computed in the inputs' dtype, then cast to out's: theirs counts
+        for arg in case.args:
+            if isinstance(arg, Arg) and arg.dtype in TOLERANCE:
+                rtol, atol = max(rtol, TOLERANCE[arg.dtype][0]), max(atol, TOLERANCE[arg.dtype][1])
     if np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
         return None
     bad = ~np.isclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
@@ -157,7 +161,11 @@ def run_case(case: Case, device: str, verbose: bool, *, convert=None, compare_fn
     tp_kind, tp_value = run_side(convert("tp") if convert else case, "tp", device)
     th_kind, th_value = run_side(convert("torch") if convert else case, "torch", device)
     if tp_kind == "raise" and th_kind == "raise":
-        problem = None if category(tp_value) == category(th_value) else (
+        # an exception of several categories (tensorplay's BroadcastError is a RuntimeError
+        # and a ValueError) agrees when one of them is torch's
+        agree = category(tp_value) == category(th_value) or any(
+            isinstance(tp_value, kind) and isinstance(th_value, kind) for kind in CATEGORIES)
+        problem = None if agree else (
             f"exception tp {type(tp_value).__name__}: {str(tp_value)[:160]} | torch "
             f"{type(th_value).__name__}: {str(th_value)[:160]}")
     elif tp_kind == "raise":
@@ -177,6 +185,9 @@ def run_case(case: Case, device: str, verbose: bool, *, convert=None, compare_fn
     return False
 
 
+NAN_SIGN = ("copysign(x, NaN) in bfloat16: torch's CUDA kernel gives the opposite sign to "
+            "tensorplay's for a positive NaN `other`; its float16/float32/float64 kernels agree "
+            "with tensorplay, which takes the NaN's sign bit in every dtype (IEEE 754)")
 RESIZE = ("tensorplay refuses an out= of the wrong shape (RuntimeError); torch resizes it, "
           "with a warning that this is deprecated")
 
@@ -219,7 +230,8 @@ def binary_cases():
     for fn in BINARY:
         for dtype in FLOATS:
             yield Case(fn, [T(3, 1, 6, dtype=dtype, special=True),
-                            T(4, 6, dtype=dtype, special=True, low=0 if fn == "xlogy" else -3)])
+                            T(4, 6, dtype=dtype, special=True, low=0 if fn == "xlogy" else -3)],
+                       known=NAN_SIGN if (fn, dtype) == ("copysign", "bfloat16") else None)
             yield Case(fn, [T(6, dtype=dtype), T(6, dtype=dtype)], kind="method")
             if fn != "logaddexp":
                 yield Case(fn, [T(6, dtype=dtype), T(6, dtype=dtype)], kind="inplace")

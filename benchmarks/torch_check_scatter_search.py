@@ -228,11 +228,14 @@ def order_cases():
     yield Case("kthvalue", [T(2, 3), 0])
     yield Case("kthvalue", [T(2, 3), 1, 2])
     yield Case("cummax", [Arg(np.zeros((0, 3)), "float32"), 0])
+    ties = ("mode with equally frequent values: PyTorch documents no tie rule, and its CUDA "
+            "kernel picks another of them than its CPU kernel's smallest, which tensorplay "
+            "returns on every device")
     for dtype in ("int64", "float32", "int8"):
         for dim in (0, 1):
-            yield Case("mode", [Arg(RNG.integers(0, 4, (6, 7)), dtype), dim])
+            yield Case("mode", [Arg(RNG.integers(0, 4, (6, 7)), dtype), dim], known=ties)
         yield Case("mode", [Arg(RNG.integers(0, 4, (3, 9)), dtype)], {"keepdim": True},
-                   kind="method")
+                   kind="method", known=ties)
 
 
 def counting_cases():

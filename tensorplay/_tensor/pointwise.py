@@ -167,19 +167,18 @@ def equal(input, other) -> bool:
     as a Python bool. Reads the result back: waits for the device and is not capture-safe
     (raises inside a capture, as ``.item()`` does; use ``eq(...).all()`` there).
 
+    Tensors of different dtypes compare after promotion, as PyTorch 2.11's (so an int64 and an
+    int32 tensor of the same values are equal).
+
     Raises:
         TypeError: an argument that is not a Tensor. RuntimeError: tensors on different
-            devices, or of different dtypes (as PyTorch's CPU ``equal``; its CUDA one promotes).
+            devices.
     """
     a = _tensor_arg(input, "equal", "input")
     b = _tensor_arg(other, "equal", "other")
     if a.device != b.device:
         raise RuntimeError(f"equal(): cannot compare two tensors on different devices, got "
                            f"{a.device} and {b.device}; move one with .to()")
-    if a.dtype is not b.dtype:
-        raise RuntimeError(f"equal(): expected object of scalar type {a.dtype.name} but got "
-                           f"scalar type {b.dtype.name} for argument 'other'; convert it with "
-                           f".to()")
     if a.shape != b.shape:
         return False
     if a.numel() == 0:

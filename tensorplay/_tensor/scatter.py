@@ -20,10 +20,11 @@ writes with repeated indices
 (``scatter``, ``index_copy``, ``index_put`` without ``accumulate``) keep the last write on the
 host and sim; PyTorch leaves which one wins unspecified, and so does cuda here.
 
-Index checks. Index dtypes follow PyTorch (``scatter``/``index_copy``/``index_fill``/
-``take_along_dim``: int64 only; ``index_add``: int32 or int64; ``index_put``: int64, int32,
-uint8/bool masks). Out-of-range indices raise on cpu, with PyTorch's exception type (scatter and
-``take_along_dim``: RuntimeError; the ``index_*`` ops: IndexError). On an accelerator the indices
+Index checks. Index dtypes follow PyTorch 2.11 (``index_copy``/``index_fill``/
+``take_along_dim``: int64 only; ``scatter``/``scatter_add``/``scatter_reduce``/``index_add``:
+int32 or int64; ``index_put``: int64, int32, uint8/bool masks). Out-of-range indices raise on
+cpu, with PyTorch's exception type (scatter and ``take_along_dim``: RuntimeError; the
+``index_*`` ops: IndexError). On an accelerator the indices
 are NOT read on the host (that would wait for the device and break captures), so an out-of-range
 index there gives an unspecified result (PyTorch's cuda raises a device-side assert). Every op
 here is capture-safe except ``index_put`` with a bool mask, whose kernel turns the mask into
@@ -53,6 +54,7 @@ TENSOR_METHODS = ("scatter", "scatter_", "scatter_add", "scatter_add_", "scatter
 
 _REDUCE_AT = {"sum": "add", "prod": "multiply", "amax": "maximum", "amin": "minimum"}
 _SCATTER_REDUCES = ("sum", "prod", "mean", "amax", "amin")
+_REDUCE_ALIASES = {"max": "amax", "min": "amin"}   # PyTorch takes these spellings too
 _LEGACY_REDUCE = {"add": "sum", "multiply": "prod"}   # scatter(..., reduce=) spellings
 
 
@@ -196,7 +198,7 @@ def _identity(xp, reduce: str, dtype: _dtype.dtype):
 def _scatter_impl(op: str, input, dim, index, src, value, reduce, include_self: bool,
                   inplace: bool) -> Tensor:
     tensor = _tensor(input, op)
-    index = _index(index, tensor, op)
+    index = _index(index, tensor, op, (_dtype.int64, _dtype.int32))
     if src is not None and value is not None:
         raise TypeError(f"{op}(): give either src (a Tensor) or value (a number), not both")
     if src is None and value is None:
@@ -215,6 +217,7 @@ def _scatter_impl(op: str, input, dim, index, src, value, reduce, include_self: 
     _check_scatter_shapes(op, tensor, axis, index, src)
     size = tensor.shape[axis] if tensor.ndim else 1
     _check_range(op, index, size, axis, RuntimeError)
+    reduce = _REDUCE_ALIASES.get(reduce, reduce)
     if reduce is not None and reduce not in _SCATTER_REDUCES:
         raise RuntimeError(f"{op}(): reduce argument must be one of {list(_SCATTER_REDUCES)}, "
                            f"got {reduce!r}")
@@ -328,15 +331,15 @@ def _legacy_reduce(op: str, reduce):
 
 def scatter(input, dim: int, index, src=None, value=None, *, reduce: str | None = None) -> Tensor:
     """A copy of ``input`` with ``out[index[i][j]][j] = src[i][j]`` (for ``dim=0``; likewise
-    for every dim), or ``value`` (a number) in place of ``src``. ``index`` (int64) has the
+    for every dim), or ``value`` (a number) in place of ``src``. ``index`` (int64 or int32) has the
     input's number of dims and is no larger than ``src`` anywhere nor than ``input`` outside
     ``dim``; only its extent of ``src`` is read. ``reduce="add"``/``"multiply"`` accumulates
     instead of writing. Repeated indices without ``reduce``: the last write wins on host and
     sim, unspecified on cuda (as PyTorch).
 
     Raises:
-        RuntimeError: index not int64, src of another dtype, mismatched dims or sizes, an
-            unknown ``reduce``, an out-of-range index (cpu only; see the module notes).
+        RuntimeError: index not int64/int32, src of another dtype, mismatched dims or sizes,
+            an unknown ``reduce``, an out-of-range index (cpu only; see the module notes).
         TypeError: neither or both of ``src``/``value``.
     """
     return _scatter_impl("scatter", input, dim, index, src, value,
@@ -426,16 +429,12 @@ def _index_add(op: str, input, dim, index, source, alpha, inplace: bool) -> Tens
     if isinstance(alpha, builtins.bool) or not isinstance(alpha, (int, float, complex,
                                                                   np.number)):
         raise TypeError(f"{op}(): alpha must be a number, got {type(alpha).__name__}")
-    if isinstance(alpha, (float, np.floating)) and not (tensor.dtype.is_floating_point or
-                                                        tensor.dtype.is_complex) \
-            and alpha != int(alpha):
-        raise RuntimeError(f"{op}(): for integral input tensors, argument alpha must not be a "
-                           f"floating point number (got {alpha})")
     size = tensor.shape[axis] if tensor.ndim else 1
     _check_range(op, index, size, axis, IndexError)
     xp = _dispatch.xp_of(tensor.device)
     idx, src, zero_d = index._data, source._data, tensor.ndim == 0
     copy_first = inplace and _reads_written(tensor, source)
+    # cast to the tensor's dtype, as PyTorch: an integral tensor truncates a float alpha
     scale = None if alpha == 1 else np.asarray(alpha).astype(tensor.dtype.numpy)[()]
 
     def apply(dst):

@@ -402,17 +402,23 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     """A histogram of ``bins`` equal-width bins over ``[min, max]`` (the data's own minimum and
     maximum when ``min == max``, widened by 1 each way if those are equal too); elements outside
     the range and NaN are ignored; ``max`` falls in the last bin. The result has the input's
-    (floating) dtype. Bins are computed in float64 (PyTorch computes in the input's dtype, which
-    can place an element lying exactly on a bin edge one bin over). Capture-safe: the data
-    range is found on the device.
+    dtype. Bins are computed in float64 (PyTorch computes in the input's dtype, which can place
+    an element lying exactly on a bin edge one bin over). Capture-safe: the data range is found
+    on the device. Integer input is taken on accelerators and refused on cpu, as PyTorch's CUDA
+    and CPU kernels do.
 
     Raises:
-        RuntimeError: non-floating input, ``bins <= 0``, ``min > max``, an infinite range.
+        NotImplementedError (a RuntimeError): bool or complex input, integer input on cpu.
+        RuntimeError: ``bins <= 0``, ``min > max``, an infinite range.
     """
     tensor = _tensor(input, "histc")
-    if not tensor.dtype.is_floating_point:
-        raise RuntimeError(f"histc(): \"histogram_cpu\" not implemented for "
-                           f"'{tensor.dtype.name}'; it takes floating tensors")
+    kind = tensor.dtype
+    if not (kind.is_floating_point or (tensor.device.type != "cpu" and not kind.is_complex
+                                        and kind is not _dtype.bool)):
+        where = "histogram_cpu" if tensor.device.type == "cpu" else "histc"
+        valid = "floating" if tensor.device.type == "cpu" else "floating or integer"
+        raise NotImplementedError(f"histc(): \"{where}\" not implemented for '{kind.name}'; "
+                                  f"it takes {valid} tensors on {tensor.device.type}")
     if isinstance(bins, builtins.bool) or not isinstance(bins, (int, np.integer)):
         raise TypeError(f"histc(): argument 'bins' must be int, not {type(bins).__name__}")
     if bins <= 0:
@@ -442,7 +448,9 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
         inside = (a >= lo) & (a <= hi)
         position = xp.floor((a - lo) * bins / (hi - lo))
         position = xp.clip(xp.where(inside, position, 0), 0, bins - 1).astype(np.int64)
-        xp.add.at(out, position, inside.astype(out.dtype))
+        counts = xp.zeros(bins, dtype=np.int64)   # CuPy's add.at takes few dtypes: count in
+        xp.add.at(counts, position, inside.astype(np.int64))   # int64, then cast
+        out[...] = counts
     _launch("histc", device, kernel, (bins,))
     return Tensor._make(out, device, tensor.dtype)
 
@@ -498,11 +506,11 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
     result). ``sorter`` (int64, the sequence's shape) gives the sorting order of an unsorted
     sequence. int64 result (int32 with ``out_int32``). NaN as PyTorch's binary search treats
     it: every comparison with NaN is false, so a NaN value lands at the end, and a value whose
-    search probes a NaN boundary goes right of it.
+    search probes a NaN boundary goes right of it. Different dtypes compare in the promoted one.
 
     Raises:
-        RuntimeError: mismatched leading dims, ``side`` not left/right or disagreeing with
-            ``right``, a ``sorter`` of the wrong shape or dtype.
+        RuntimeError: mismatched leading dims or devices, ``side`` not left/right or
+            disagreeing with ``right``, a ``sorter`` of the wrong shape or dtype.
     """
     op = "searchsorted"
     boundaries = _tensor(sorted_sequence, op, "sorted_sequence")
@@ -531,13 +539,12 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
         values = _creation.tensor(input, dtype=boundaries.dtype, device=boundaries.device)
     else:
         values = _tensor(input, op)
-        if values.dtype is not boundaries.dtype:
-            raise RuntimeError(f"searchsorted(): boundaries tensor ({boundaries.dtype.name}) "
-                               f"and input value tensor ({values.dtype.name}) should have the "
-                               f"same dtype")
         if values.device != boundaries.device:
             raise RuntimeError(f"searchsorted(): boundaries on {boundaries.device}, input on "
                                f"{values.device}: put them on one device")
+        if values.dtype is not boundaries.dtype:   # compared in the promoted dtype, as torch
+            common = _dtype.promote_types(boundaries.dtype, values.dtype)
+            boundaries, values = boundaries.to(common), values.to(common)
         if boundaries.ndim != 1 and (values.ndim != boundaries.ndim or
                                      values.shape[:-1] != boundaries.shape[:-1]):
             raise RuntimeError(f"searchsorted(): boundaries tensor should be 1 dimension or "

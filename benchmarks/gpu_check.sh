@@ -5,6 +5,7 @@
 # check: the elementwise check, the MLP probes and the conformance suite (fits one 10-min call)
 # final: the benchmark suite alone
 # verify: the torch differential scripts, then the conformance suite
+# last: the bench, the torch differential scripts (one tarball) and the conformance suite
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
@@ -47,6 +48,22 @@ if [ "$what" = verify ]; then
     echo "$name exit $?: $(tail -1 "$OUT/$name.txt")"
   done
   grep -h -iE "mismatch|error" "$OUT"/torch_check_*.txt | grep -v " 0 mismatches" | head -80
+fi
+if [ "$what" = last ]; then
+  timeout 150 python3 -m tensorplay bench --json "$OUT/bench_h200.json" --plot "$OUT/bench_h200.png" \
+    2>"$OUT/bench_stderr.log" | tee "$OUT/bench_h200.txt" | tail -40
+  mkdir -p /tmp/tp_checks
+  for f in benchmarks/torch_check_*.py; do
+    name=$(basename "$f" .py)
+    timeout 60 python3 "$f" > "/tmp/tp_checks/$name.txt" 2>&1
+    echo "$name exit $?: $(tail -1 "/tmp/tp_checks/$name.txt")"
+  done
+  grep -h "^MISMATCH" /tmp/tp_checks/*.txt | cut -c1-300 | head -40
+  tar -C /tmp -czf "$OUT/torch_checks_h200.tar.gz" tp_checks
+  timeout 320 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
+    tests > "$OUT/conformance_cuda.log" 2>&1
+  echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -40
+  tail -3 "$OUT/conformance_cuda.log"
 fi
 if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \

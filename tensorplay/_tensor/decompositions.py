@@ -574,13 +574,7 @@ def inv(A) -> Tensor:
         RuntimeError: non-square or non-matrix input, integer/low-precision dtypes, a capture.
     """
     op = "linalg.inv"
-    tensor = _matrix(op, A)
-    device = tensor.device
-    _refuse_in_capture(op, device)
-    shape, batch = tensor.shape, tensor.shape[:-2]
-    out = _new(device, shape, tensor.dtype)
-    flags = _new(device, batch, _dtype.bool)
-    data, xp = tensor._data, _dispatch.xp_of(device)
+    tensor, device, shape, out, flags, data, xp = _square_eager(op, A)
 
     def kernel():
         singular = _singular(xp, data)
@@ -678,14 +672,21 @@ def solve(A, B, *, left: bool = True) -> Tensor:
 
 
 # -- cholesky, qr, eigh, svd ------------------------------------------------------------------
-def _cholesky(op: str, A, upper: bool) -> Tensor:
+def _square_eager(op: str, A) -> tuple:
+    """The common start of an eager-only op on (batches of) square matrices ``A``: checked,
+    refused inside a capture; ``(tensor, device, shape, out, flags, data, xp)`` with ``out`` a
+    result of ``A``'s shape and dtype and ``flags`` one bool per matrix for failures."""
     tensor = _matrix(op, A)
     device = tensor.device
     _refuse_in_capture(op, device)
-    shape, batch = tensor.shape, tensor.shape[:-2]
+    shape = tensor.shape
     out = _new(device, shape, tensor.dtype)
-    flags = _new(device, batch, _dtype.bool)
-    data, xp = tensor._data, _dispatch.xp_of(device)
+    flags = _new(device, shape[:-2], _dtype.bool)
+    return tensor, device, shape, out, flags, tensor._data, _dispatch.xp_of(device)
+
+
+def _cholesky(op: str, A, upper: bool) -> Tensor:
+    tensor, device, shape, out, flags, data, xp = _square_eager(op, A)
 
     def kernel():
         h = _hermitian(xp, data, upper)

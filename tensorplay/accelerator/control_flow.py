@@ -510,12 +510,7 @@ def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..
     _on_device("cond", "pred", pred, device)
     if graph.supports_if_else_nodes():   # one two-body if node, gated on pred itself
         with _body(graph, "if_else", pred, "cond", "true_fn") as where:
-            treedef, leaves = _outputs("cond", "true_fn", true_fn(*operands), device)
-            results = [_creation.empty_like(leaf) for leaf in leaves]
-            for result, leaf in zip(results, leaves):
-                result.copy_(leaf)
-            metas = _metas(leaves)
-            del leaves
+            treedef, metas, results = _true_branch(true_fn, operands, device)
             where.begin_else("false_fn")
             _false_branch(false_fn, operands, device, treedef, metas, results)
         return _unflatten(treedef, iter(results))
@@ -525,15 +520,20 @@ def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..
     _launch_fused(_branch_predicates, device, "cond_predicates", pred._data.reshape(()),
                   p._data.reshape(()), not_p._data.reshape(()))
     with _body(graph, "if", p, "cond", "true_fn"):
-        treedef, leaves = _outputs("cond", "true_fn", true_fn(*operands), device)
-        results = [_creation.empty_like(leaf) for leaf in leaves]
-        for result, leaf in zip(results, leaves):
-            result.copy_(leaf)
-        metas = _metas(leaves)
-        del leaves
+        treedef, metas, results = _true_branch(true_fn, operands, device)
     with _body(graph, "if", not_p, "cond", "false_fn"):
         _false_branch(false_fn, operands, device, treedef, metas, results)
     return _unflatten(treedef, iter(results))
+
+
+def _true_branch(true_fn, operands, device) -> tuple:
+    """Run ``true_fn`` into the open body and copy its outputs into new result buffers
+    (allocated here, in the graph's pool): ``(treedef, metas, results)``."""
+    treedef, leaves = _outputs("cond", "true_fn", true_fn(*operands), device)
+    results = [_creation.empty_like(leaf) for leaf in leaves]
+    for result, leaf in zip(results, leaves):
+        result.copy_(leaf)
+    return treedef, _metas(leaves), results
 
 
 def _false_branch(false_fn, operands, device, treedef, metas, results) -> None:

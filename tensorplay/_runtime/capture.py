@@ -150,28 +150,31 @@ def check_bodies_closed(record: CaptureRecord, call: str) -> None:
                            f"open; call end_capture_to_conditional_node() first")
 
 
-def check_predicate(call: str, record: CaptureRecord | None, predicate):
+def check_predicate(call: str, record: CaptureRecord | None, predicate, index: bool = False):
     """The ``xp`` array of ``predicate`` if it may gate a conditional node of ``record``: a
-    one-element bool tensor on the capturing device, inside an open capture.
+    one-element bool tensor (with ``index``: int64, a switch node's index) on the capturing
+    device, inside an open capture.
 
     Raises:
-        RuntimeError: no capture is open. TypeError: not a bool Tensor. ValueError: not one
-            element, or not on the capturing device.
+        RuntimeError: no capture is open. TypeError: not a bool (int64) Tensor. ValueError: not
+            one element, or not on the capturing device.
     """
+    what, dtype = ("index", _dtype.int64) if index else ("predicate", _dtype.bool)
     if record is None:
         raise RuntimeError(f"{call}: only inside an open capture (capture_begin or with g:)")
     if not is_tensor(predicate):
-        raise TypeError(f"{call}: the predicate must be a one-element bool Tensor, got "
+        raise TypeError(f"{call}: the {what} must be a one-element {dtype.name} Tensor, got "
                         f"{type(predicate).__name__}")
-    if predicate.dtype is not _dtype.bool:
-        raise TypeError(f"{call}: the predicate must be a bool tensor, got "
-                        f"{predicate.dtype.name}")
+    if predicate.dtype is not dtype:
+        raise TypeError(f"{call}: the {what} must be a {dtype.name} tensor, got "
+                        f"{predicate.dtype.name}" + (" (convert it with .long())" if index
+                                                     else ""))
     if predicate.numel() != 1:
-        raise ValueError(f"{call}: the predicate must have exactly one element, got shape "
+        raise ValueError(f"{call}: the {what} must have exactly one element, got shape "
                          f"{predicate.shape}")
     device = predicate.device
     if device.type == "cpu" or device.index != record.device_index:
-        raise ValueError(f"{call}: the predicate must be on the capturing device "
+        raise ValueError(f"{call}: the {what} must be on the capturing device "
                          f"{_where(record.device_index)}, got {device}")
     return predicate._data
 

@@ -35,9 +35,10 @@ this thread's current stream, on the device of the call's tensors, records into 
     the node's predicate itself: no copy per iteration.
   * ``fori_loop``: the same over a 0-d int64 counter on the device, from ``lower`` while it is
     below ``upper``; one kernel per iteration advances the counter and writes the predicate.
-  * ``switch``: the index is clamped on the device and one predicate per branch (``idx == k``)
-    is computed before the nodes; a chain of if nodes, one per branch, follows (not CUDA 12.8's
-    SWITCH node).
+  * ``switch``: the index is clamped on the device (one kernel); where the driver has CUDA
+    12.8's SWITCH node (and on sim), one switch node with a body per branch follows, each
+    copying its outputs into the result buffers; otherwise a chain of if nodes, one per branch,
+    each gated on ``idx == k``.
 
 The contract, in both modes:
 
@@ -376,9 +377,15 @@ class _Where:
         self.graph.begin_capture_to_else_body()
         self.who = who
 
+    def begin_next(self, who: str) -> None:
+        """Close this case of the switch node (checked balanced) and open the next."""
+        self.check_balanced()
+        self.graph.begin_capture_to_next_case()
+        self.who = who
+
 
 @contextlib.contextmanager
-def _body(graph: Graph, kind: str, predicate: Tensor, api: str, who: str):
+def _body(graph: Graph, kind: str, predicate: Tensor, api: str, who: str, count: int = 1):
     """Record the block into an if, if_else or while body of ``graph`` gated by ``predicate``
     (an if_else block calls the yielded ``where.begin_else(who)`` halfway). On an error, close
     every body opened since (nested ones included) and invalidate the capture."""
@@ -388,6 +395,8 @@ def _body(graph: Graph, kind: str, predicate: Tensor, api: str, who: str):
         graph.begin_capture_to_while_node(predicate)
     elif kind == "if_else":
         graph.begin_capture_to_if_else_node(predicate)
+    elif kind == "switch":
+        graph.begin_capture_to_switch_node(predicate, count)
     else:
         graph.begin_capture_to_if_node(predicate)
     try:
@@ -444,6 +453,14 @@ def _branch_predicates(xp):
         xp.logical_not(pred, out=not_p)
         xp.logical_not(not_p, out=p)
     return write
+
+
+@fused("tp_clamp_index")
+def _clamp_index(xp):
+    def clamp(index, last, selected):
+        """``selected = clip(index, 0, last)`` (0-d views; ``last`` an int), as JAX's switch."""
+        xp.minimum(xp.maximum(index, 0), last, out=selected)
+    return clamp
 
 
 @fused("tp_fori_advance")
@@ -596,25 +613,40 @@ def switch(index: Tensor | int, branches: Sequence[Callable[..., Any]], *operand
         return _unflatten(treedef, iter(_fresh(leaves, inputs)))
     _on_device("switch", "index", index, device)
     selected = _creation.empty((), dtype=_dtype.int64, device=device)
-    selected.copy_(index.reshape(()))
-    selected.clamp_(0, last)
-    predicates = [(selected == position).reshape(1) for position in range(last + 1)]
+    _launch_fused(_clamp_index, device, "switch_index", index._data.reshape(()), last,
+                  selected._data)
     treedef = metas = results = None
-    for position, branch in enumerate(branches):
-        who = f"branches[{position}]"
-        with _body(graph, "if", predicates[position], "switch", who):
-            out_def, leaves = _outputs("switch", who, branch(*operands), device)
-            if results is None:
-                treedef, metas = out_def, _metas(leaves)
-                results = [_creation.empty_like(leaf) for leaf in leaves]
-            else:
-                _check_same("switch", who, out_def, leaves, "branches[0]'s result",
-                            treedef, metas, _SAME_BRANCHES)
-            for result, leaf in zip(results, leaves):
-                result.copy_(leaf)
-            del leaves
-    assert results is not None
+    if graph.supports_switch_nodes():   # one switch node, one body per branch
+        with _body(graph, "switch", selected, "switch", "branches[0]",
+                   count=last + 1) as where:
+            for position, branch in enumerate(branches):
+                if position:
+                    where.begin_next(f"branches[{position}]")
+                treedef, metas, results = _switch_branch(branch, operands, device, position,
+                                                         treedef, metas, results)
+        return _unflatten(treedef, iter(results))
+    for position, branch in enumerate(branches):   # a chain of if nodes, on idx == k
+        predicate = (selected == position).reshape(1)
+        with _body(graph, "if", predicate, "switch", f"branches[{position}]"):
+            treedef, metas, results = _switch_branch(branch, operands, device, position,
+                                                     treedef, metas, results)
     return _unflatten(treedef, iter(results))
+
+
+def _switch_branch(branch, operands, device, position: int, treedef, metas, results) -> tuple:
+    """Run ``branches[position]`` into the open body; the first one's outputs make the result
+    buffers, every later one's are checked against them; each is copied into them."""
+    who = f"branches[{position}]"
+    out_def, leaves = _outputs("switch", who, branch(*operands), device)
+    if results is None:
+        treedef, metas = out_def, _metas(leaves)
+        results = [_creation.empty_like(leaf) for leaf in leaves]
+    else:
+        _check_same("switch", who, out_def, leaves, "branches[0]'s result", treedef, metas,
+                    _SAME_BRANCHES)
+    for result, leaf in zip(results, leaves):
+        result.copy_(leaf)
+    return treedef, metas, results
 
 
 # -- while_loop -------------------------------------------------------------------------------

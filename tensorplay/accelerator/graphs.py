@@ -161,7 +161,8 @@ class Graph:
         self._discarded_because: str | None = None
         # open conditional bodies, innermost last: (body stream, parent stream, while watch)
         self._bodies: list[tuple[Stream, Stream, WhileBodyWatch | None]] = []
-        self._first_bodies: list = []   # native streams of if/else nodes' open first bodies
+        # open bodies of if_else/switch nodes: (native body stream, kind, bodies after it)
+        self._later_bodies: list[tuple] = []
         self._context_streams: list[Stream] = []
         self._staging_plan = None
 
@@ -320,7 +321,7 @@ class Graph:
         """Discard an open capture: close bodies, end the native capture, drop everything.
         Callers have checked the thread (``CaptureRecord.check_owner_thread``)."""
         backend = self._backend
-        self._first_bodies = []
+        self._later_bodies = []
         while self._bodies:
             body, _, _ = self._bodies.pop()
             _body_watchers.pop(body._native, None)
@@ -401,7 +402,7 @@ class Graph:
         the work that runs when it is false, and :meth:`end_capture_to_conditional_node`
         closes the node (no else body: nothing runs when false). CUDA 12.8's two-body IF node,
         on drivers that have it (``tp.cond`` uses it there; see
-        :func:`supports_if_else_nodes`).
+        :meth:`supports_if_else_nodes`).
 
         Raises:
             RuntimeError: the backend or driver has no two-body if node (use two
@@ -415,8 +416,8 @@ class Graph:
                                f"CUDA 12.8+ is needed) records no two-body if node; gate the "
                                f"else work on a second begin_capture_to_if_node over the "
                                f"negated predicate instead")
-        self._begin_conditional("if_else", scalar_pred, call)
-        self._first_bodies.append(self._bodies[-1][0]._native)
+        predicate = _capture.check_predicate(call, self._record, scalar_pred)
+        self._open_multi("if_else", predicate, 2)
 
     def begin_capture_to_else_body(self) -> None:
         """Inside the first body of the innermost if/else node
@@ -427,27 +428,85 @@ class Graph:
             RuntimeError: not inside an open capture, or the innermost open body is not the
                 first body of an if/else node (an if node, a while node, or an else body).
         """
-        call = "begin_capture_to_else_body"
+        self._next_body("begin_capture_to_else_body", "if_else",
+                        "the first body of an if/else node; open one with "
+                        "begin_capture_to_if_else_node (if and while nodes, and else bodies, "
+                        "take no else body)")
+
+    def begin_capture_to_switch_node(self, scalar_index, num_cases: int) -> None:
+        """Inside an open capture, a switch node of ``num_cases`` bodies: at replay time the
+        value of ``scalar_index`` (a one-element int64 tensor on the capturing device) picks
+        the body that runs, and a value outside ``[0, num_cases)`` runs none (CUDA's rule; the
+        functional ``tp.switch`` clamps instead, as JAX). The work captured from here on is
+        case 0; :meth:`begin_capture_to_next_case` starts each next case and
+        :meth:`end_capture_to_conditional_node` closes the node (cases never begun are empty).
+        CUDA 12.8's SWITCH node, on drivers that have it (see :meth:`supports_switch_nodes`).
+
+        Raises:
+            RuntimeError: the backend or driver has no switch node (gate each case on an if
+                node over ``index == k`` instead); not inside an open capture.
+            TypeError: ``scalar_index`` is not an int64 tensor, or ``num_cases`` not an int.
+            ValueError: ``num_cases < 1``; an index of more than one element or on another
+                device.
+        """
+        call = "begin_capture_to_switch_node"
+        if not self.supports_switch_nodes():
+            raise RuntimeError(f"{call}: this {self._backend_name()} backend (or its driver: "
+                               f"CUDA 12.8+ is needed) records no switch node; gate each case "
+                               f"on a begin_capture_to_if_node over (index == k) instead")
+        if isinstance(num_cases, bool) or not isinstance(num_cases, int):
+            raise TypeError(f"{call}: num_cases must be an int, got "
+                            f"{type(num_cases).__name__}")
+        if num_cases < 1:
+            raise ValueError(f"{call}: num_cases must be >= 1, got {num_cases}")
+        index = _capture.check_predicate(call, self._record, scalar_index, index=True)
+        self._open_multi("switch", index, num_cases)
+
+    def begin_capture_to_next_case(self) -> None:
+        """Inside a case of the innermost switch node (:meth:`begin_capture_to_switch_node`),
+        close it and capture the following work into the next case.
+
+        Raises:
+            RuntimeError: not inside an open capture, or the innermost open body is not a case
+                of a switch node with a case after it.
+        """
+        self._next_body("begin_capture_to_next_case", "switch",
+                        "a case of a switch node with a case after it (its last case, and if, "
+                        "if/else and while bodies, have no next case)")
+
+    def _open_multi(self, kind: str, predicate, count: int) -> None:
+        """Open an if_else or switch node of ``count`` bodies on its first body."""
+        parent = _streams.current_stream(self._device_index)
+        body_native = self._backend.begin_conditional(parent._native, kind, predicate, count)
+        self._enter_body(Stream._wrap(body_native, self._device_index), parent, None)
+        self._later_bodies.append((body_native, kind, count - 1))
+
+    def _next_body(self, call: str, kind: str, what: str) -> None:
+        """Move the innermost open body of a ``kind`` node on to the node's next body."""
         if self._record is None:
             raise RuntimeError(f"{call}: only inside an open capture (capture_begin or with g:)")
         _capture.check_body_open(self._record, call)
         body, parent, watch = self._bodies[-1]
-        if not any(native is body._native for native in self._first_bodies):
-            raise RuntimeError(f"{call}: the innermost open conditional body is not the first "
-                               f"body of an if/else node; open one with "
-                               f"begin_capture_to_if_else_node (if and while nodes, and else "
-                               f"bodies, take no else body)")
-        self._first_bodies = [n for n in self._first_bodies if n is not body._native]
-        else_native = self._backend.begin_else(body._native)
+        entry = next((e for e in self._later_bodies if e[0] is body._native), None)
+        if entry is None or entry[1] != kind or entry[2] < 1:
+            raise RuntimeError(f"{call}: the innermost open conditional body is not {what}")
+        next_native = self._backend.begin_next_body(body._native)
+        self._later_bodies = [e for e in self._later_bodies if e is not entry]
         self._leave_body(body)
-        else_body = Stream._wrap(else_native, self._device_index)
-        self._enter_body(else_body, parent, watch)
+        self._enter_body(Stream._wrap(next_native, self._device_index), parent, watch)
+        self._later_bodies.append((next_native, kind, entry[2] - 1))
 
     @staticmethod
     def supports_if_else_nodes() -> bool:
         """Whether the accelerator records two-body if nodes
         (:meth:`begin_capture_to_if_else_node`): sim does; cuda does with a CUDA 12.8+ driver."""
         return "if_else" in _capability(require_accelerator(), "conditional_kinds")
+
+    @staticmethod
+    def supports_switch_nodes() -> bool:
+        """Whether the accelerator records switch nodes (:meth:`begin_capture_to_switch_node`):
+        sim does; cuda does with a CUDA 12.8+ driver."""
+        return "switch" in _capability(require_accelerator(), "conditional_kinds")
 
     def _backend_name(self) -> str:
         return getattr(self._backend, "name", "accelerator")
@@ -482,7 +541,7 @@ class Graph:
                                "(capture_begin or with g:)")
         _capture.check_body_open(self._record, "end_capture_to_conditional_node")
         body, parent, watch = self._bodies[-1]
-        self._first_bodies = [n for n in self._first_bodies if n is not body._native]
+        self._later_bodies = [e for e in self._later_bodies if e[0] is not body._native]
         self._leave_body(body)
         self._backend.end_conditional(body._native)
         _streams.set_current_stream(parent)

@@ -191,17 +191,21 @@ class Graphs(Protocol):
     def is_capturing(self, stream: NativeStream) -> bool:
         """Whether ``stream`` (or the body stream of one of its conditionals) is recording."""
 
-    def begin_conditional(self, stream: NativeStream, kind: str, predicate: Any) -> NativeStream:
+    def begin_conditional(self, stream: NativeStream, kind: str, predicate: Any,
+                          count: int = 1) -> NativeStream:
         """Inside a capture, add an "if" or "while" node gated on ``predicate`` (a one-element
-        bool ``xp`` array) and return the stream that records its body. ``kind`` may also be
-        "if_else" where the capability ``conditional_kinds`` lists it: an if node with two
-        bodies (CUDA 12.8's two-body IF), the first run when the predicate is true, the second
-        (see :meth:`begin_else`) when it is false."""
+        bool ``xp`` array) and return the stream that records its (first) body. Where the
+        capability ``conditional_kinds`` lists them, ``kind`` may also be "if_else" (CUDA
+        12.8's two-body IF: the first body runs when the predicate is true, the second when it
+        is false) or "switch" (CUDA 12.8's SWITCH: ``count`` bodies, ``predicate`` a
+        one-element int64 array whose value picks the body; a value outside ``[0, count)``
+        runs none). :meth:`begin_next_body` moves on to the next body."""
 
-    def begin_else(self, body_stream: NativeStream) -> NativeStream:
-        """Close the first body of the "if_else" node open on ``body_stream`` and return the
-        stream that records its second body (run when the predicate is false); ending that one
-        with :meth:`end_conditional` closes the node. RuntimeError for any other body."""
+    def begin_next_body(self, body_stream: NativeStream) -> NativeStream:
+        """Close this body of the "if_else" or "switch" node open on ``body_stream`` and return
+        the stream that records the node's next body; ending the last one begun with
+        :meth:`end_conditional` closes the node (bodies never begun stay empty). RuntimeError
+        for the last body, and for if and while bodies."""
 
     def set_conditional(self, body_stream: NativeStream, predicate: Any) -> None:
         """Record, at this point of the innermost body, a refresh of its node's condition from
@@ -338,7 +342,8 @@ OPTIONAL_HOOKS: frozenset[str] = frozenset(
 #: ``matmul_epilogues``: the activations the ``matmul_epilogue`` hook fuses (see it); empty: none.
 #: ``matrix_engine``: a line saying what computes matrix products (``python -m tensorplay info``).
 #: ``conditional_kinds``: the ``begin_conditional`` kinds the backend records ("if_else": a
-#: two-body if node; without it ``tp.cond`` builds the else branch from a second if node).
+#: two-body if node, "switch": a switch node; without them ``tp.cond`` and ``tp.switch`` build
+#: their branches from if nodes).
 CAPABILITIES: dict[str, Any] = {"conditional_kinds": frozenset({"if", "while"}),
                                 "dlpack_device_types": frozenset(),
                                 "matmul_epilogues": frozenset(),

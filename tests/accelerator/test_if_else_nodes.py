@@ -181,3 +181,107 @@ def test_cond_records_one_two_body_node(dev, tmp_path):
         g.debug_dump(path)
         text = path.read_text()
         assert text.count("cluster_") == 1 and "if_else" in text
+
+
+# -- switch nodes ---------------------------------------------------------------------------------
+@pytest.fixture
+def switch_dev():
+    device = accelerator_device(0)
+    if not Graph.supports_switch_nodes():
+        pytest.skip(f"{device}'s driver records no switch node")
+    return device
+
+
+def switch_graph(dev, cases: int = 3):
+    """A graph adding 10**k to ``x`` for case k of ``index`` at replay time."""
+    index = tp.zeros((), dtype=tp.int64, device=dev)
+    x = tp.zeros(1, device=dev)
+    g = Graph()
+    with g:
+        g.begin_capture_to_switch_node(index, cases)
+        for k in range(cases):
+            if k:
+                g.begin_capture_to_next_case()
+            x.add_(10.0 ** k)
+        g.end_capture_to_conditional_node()
+    return g, index, x
+
+
+def test_a_switch_node_runs_the_case_its_index_picks_and_none_outside(switch_dev):
+    g, index, x = switch_graph(switch_dev)
+    expected = 0.0
+    for value, added in [(0, 1.0), (2, 100.0), (1, 10.0), (3, 0.0), (-1, 0.0), (1 << 40, 0.0)]:
+        index.fill_(value)
+        g.replay()
+        expected += added
+        assert x.item() == expected, value
+
+
+def test_cases_never_begun_are_empty_and_switches_nest(switch_dev):
+    dev = switch_dev
+    outer = tp.zeros((), dtype=tp.int64, device=dev)
+    inner = tp.zeros((), dtype=tp.int64, device=dev)
+    x = tp.zeros(1, device=dev)
+    g = Graph()
+    with g:
+        g.begin_capture_to_switch_node(outer, 4)      # cases 2 and 3 stay empty
+        g.begin_capture_to_switch_node(inner, 2)
+        x.add_(1)
+        g.begin_capture_to_next_case()
+        x.add_(2)
+        g.end_capture_to_conditional_node()
+        g.begin_capture_to_next_case()
+        x.add_(100)
+        g.end_capture_to_conditional_node()
+    total = 0.0
+    for o, i, added in [(0, 0, 1), (0, 1, 2), (1, 0, 100), (2, 1, 0), (3, 0, 0)]:
+        outer.fill_(o)
+        inner.fill_(i)
+        g.replay()
+        total += added
+        assert x.item() == total
+
+
+def test_switch_node_errors(switch_dev):
+    dev = switch_dev
+    index = tp.zeros((), dtype=tp.int64, device=dev)
+    g = Graph()
+    with pytest.raises(RuntimeError, match="only inside an open capture"):
+        g.begin_capture_to_switch_node(index, 2)
+    with g:
+        with pytest.raises(TypeError, match="int64"):
+            g.begin_capture_to_switch_node(index.int(), 2)
+        with pytest.raises(ValueError, match="num_cases must be >= 1"):
+            g.begin_capture_to_switch_node(index, 0)
+        with pytest.raises(TypeError, match="num_cases must be an int"):
+            g.begin_capture_to_switch_node(index, 2.0)
+        g.begin_capture_to_switch_node(index, 2)
+        with pytest.raises(RuntimeError, match="not the first body of an if/else node"):
+            g.begin_capture_to_else_body()
+        g.begin_capture_to_next_case()
+        with pytest.raises(RuntimeError, match="with a case after it"):
+            g.begin_capture_to_next_case()
+        g.end_capture_to_conditional_node()
+        flag = tp.ones(1, dtype=tp.bool, device=dev)
+        g.begin_capture_to_if_else_node(flag)
+        with pytest.raises(RuntimeError, match="with a case after it"):
+            g.begin_capture_to_next_case()
+        g.end_capture_to_conditional_node()
+
+
+def test_tp_switch_records_one_switch_node(switch_dev, tmp_path):
+    dev = switch_dev
+    index = tp.zeros((), dtype=tp.int64, device=dev)
+    x = tp.tensor([2.0], device=dev)
+    g = Graph()
+    with g:
+        out = tp.switch(index, [lambda a: a + 1, lambda a: a * 10, lambda a: a - 5], x)
+    for value, want in [(0, 3.0), (1, 20.0), (2, -3.0), (7, -3.0), (-4, 3.0)]:  # JAX clamps
+        index.fill_(value)
+        g.replay()
+        assert out.item() == want, value
+    if dev.startswith("sim"):
+        path = tmp_path / "switch.dot"
+        g.debug_dump(path)
+        text = path.read_text()
+        assert text.count("cluster_") == 1 and "switch" in text and "case 2" in text

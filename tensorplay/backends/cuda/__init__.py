@@ -92,9 +92,10 @@ class CudaBackend:
         self.matrix_engine = _matmul.ENGINE
         self.matmul_epilogues = _matmul.EPILOGUES
         driver = check(runtime.cudaDriverGetVersion(), "cudaDriverGetVersion")
-        #: two-body IF nodes need a CUDA 12.8 driver; older ones get tp.cond's two if nodes
+        #: two-body IF and SWITCH nodes need a CUDA 12.8 driver; older ones get tp.cond's and
+        #: tp.switch's constructions from if nodes
         self.conditional_kinds = frozenset({"if", "while"} | (
-            {"if_else"} if driver >= _graphs.IF_ELSE_DRIVER else set()))
+            {"if_else", "switch"} if driver >= _graphs.IF_ELSE_DRIVER else set()))
         self._count: int | None = None
         self._properties: dict[int, dict] = {}
         self._supported: dict[int, frozenset] = {}
@@ -370,14 +371,18 @@ class CudaBackend:
     def is_capturing(self, stream: CudaStream) -> bool:
         return _graphs.is_capturing(stream)
 
-    def begin_conditional(self, stream: CudaStream, kind: str, predicate: Any) -> CudaStream:
+    def begin_conditional(self, stream: CudaStream, kind: str, predicate: Any,
+                          count: int = 1) -> CudaStream:
         if kind not in self.conditional_kinds:
             raise ValueError(f"begin_conditional: kind must be one of "
                              f"{sorted(self.conditional_kinds)} with this driver, got {kind!r}")
-        return _graphs.begin_conditional(stream, kind, predicate)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"begin_conditional: a switch node needs count >= 1 bodies, got "
+                             f"{count!r}")
+        return _graphs.begin_conditional(stream, kind, predicate, count)
 
-    def begin_else(self, body_stream: CudaStream) -> CudaStream:
-        return _graphs.begin_else(body_stream)
+    def begin_next_body(self, body_stream: CudaStream) -> CudaStream:
+        return _graphs.begin_next_body(body_stream)
 
     def set_conditional(self, body_stream: CudaStream, predicate: Any) -> None:
         _graphs.set_conditional(body_stream, predicate)

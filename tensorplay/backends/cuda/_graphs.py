@@ -23,7 +23,8 @@ from ._runtime import is_capturing as _runtime_is_capturing
 from ._stage_node import StageNode
 
 __all__ = ["Capture", "Conditional", "CudaGraph", "CudaExecutable", "begin_capture",
-           "end_capture", "begin_conditional", "begin_else", "set_conditional", "end_conditional",
+           "end_capture", "begin_conditional", "begin_next_body", "set_conditional",
+           "end_conditional",
            "is_capturing", "instantiate", "to_dot", "destroy_executable", "destroy_graph"]
 
 MODES = {"global": runtime.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal,
@@ -33,11 +34,12 @@ _STATUS_NONE = runtime.cudaStreamCaptureStatus.cudaStreamCaptureStatusNone
 _STATUS_ACTIVE = runtime.cudaStreamCaptureStatus.cudaStreamCaptureStatusActive
 _KINDS = {"if": runtime.cudaGraphConditionalNodeType.cudaGraphCondTypeIf,
           "if_else": runtime.cudaGraphConditionalNodeType.cudaGraphCondTypeIf,
+          "switch": runtime.cudaGraphConditionalNodeType.cudaGraphCondTypeSwitch,
           "while": runtime.cudaGraphConditionalNodeType.cudaGraphCondTypeWhile}
 #: bodies per node kind: an "if_else" node is CUDA 12.8's IF node of size 2 (the second body
-#: runs when the condition is zero)
+#: runs when the condition is zero); a "switch" node has as many as asked
 _BODIES = {"if": 1, "if_else": 2, "while": 1}
-#: the oldest driver (cudaDriverGetVersion) that records a two-body IF node
+#: the oldest driver (cudaDriverGetVersion) that records two-body IF and SWITCH nodes
 IF_ELSE_DRIVER = 12080
 _SET_DEPENDENCIES = \
     runtime.cudaStreamUpdateCaptureDependenciesFlags.cudaStreamSetCaptureDependencies
@@ -65,16 +67,15 @@ class Conditional:
     """An if/while node being captured: its handle, current predicate and streams."""
 
     __slots__ = ("kind", "handle", "handle_arg", "predicate", "parent", "body", "capture",
-                 "body_id", "else_graph")
+                 "body_id", "later")
 
-    def __init__(self, kind, handle, predicate, parent, body, capture, body_id,
-                 else_graph=None):
+    def __init__(self, kind, handle, predicate, parent, body, capture, body_id, later=()):
         self.kind = kind
         self.handle = handle
         self.handle_arg = _kernels.pointer(int(handle))
         self.predicate = predicate
         self.parent, self.body, self.capture, self.body_id = parent, body, capture, body_id
-        self.else_graph = else_graph   # an if_else node's second body, until it is captured
+        self.later = list(later)   # the node's body graphs still to capture (if_else, switch)
 
 
 class CudaGraph:
@@ -164,7 +165,8 @@ def begin_capture(stream, mode_name: str, stage_blocks: int) -> Capture:
     """
     index = stream.device_index
     with relaxed_capture_mode():
-        _kernels.ensure(index, _kernels.SET_CONDITIONAL, _kernels.STAGE)
+        _kernels.ensure(index, _kernels.SET_CONDITIONAL, _kernels.SET_CONDITIONAL_INDEX,
+                        _kernels.STAGE)
         stage_in, stage_out = StageNode(index, stage_blocks), StageNode(index, stage_blocks)
     check(runtime.cudaStreamBeginCapture(stream.handle, MODES[mode_name]),
           "cudaStreamBeginCapture")
@@ -266,28 +268,30 @@ def _body_graphs(params, node, count: int) -> list:
     return [node_params.conditional.phGraph_out[k] for k in range(count)]
 
 
-def _add_conditional_node(stream, kind: str, handle) -> list:
-    """Add the node after the stream's current capture dependencies; make it the only one.
-    Returns its body graphs."""
-    status, _, graph, deps, edges, count = check(
+def _add_conditional_node(stream, kind: str, handle, count: int) -> list:
+    """Add the node (of ``count`` bodies) after the stream's current capture dependencies; make
+    it the only one. Returns its body graphs."""
+    status, _, graph, deps, edges, deps_count = check(
         runtime.cudaStreamGetCaptureInfo(stream.handle), "cudaStreamGetCaptureInfo")
     params = runtime.cudaGraphNodeParams()
     params.type = runtime.cudaGraphNodeType.cudaGraphNodeTypeConditional
     params.conditional.handle = handle
     params.conditional.type = _KINDS[kind]
-    params.conditional.size = _BODIES[kind]
-    count = int(count or 0)
+    params.conditional.size = size = count
+    count = int(deps_count or 0)
     node = check(runtime.cudaGraphAddNode(graph, deps if count else None,
                                           edges if count else None, count, params),
                  "cudaGraphAddNode")
     check(runtime.cudaStreamUpdateCaptureDependencies(stream.handle, [node], None, 1,
                                                       _SET_DEPENDENCIES),
           "cudaStreamUpdateCaptureDependencies")
-    return _body_graphs(params, node, _BODIES[kind])
+    return _body_graphs(params, node, size)
 
 
-def begin_conditional(stream, kind: str, predicate) -> "_streams.CudaStream":
-    """Add an if/while node to ``stream``'s capture and start capturing its body.
+def begin_conditional(stream, kind: str, predicate, count: int = 1) -> "_streams.CudaStream":
+    """Add an if/if_else/switch/while node to ``stream``'s capture and start capturing its
+    (first) body. A switch node has ``count`` bodies and an int64 index for a predicate
+    (:func:`begin_next_body` moves on to the next body).
 
     Order matters: the handle is created, then ``tp_set_conditional(handle, predicate)`` is
     captured on ``stream`` *before* the node, the node is added after the stream's (updated)
@@ -316,15 +320,14 @@ def begin_conditional(stream, kind: str, predicate) -> "_streams.CudaStream":
     with device_guard(index):
         handle = check(runtime.cudaGraphConditionalHandleCreate(graph, 0, 0),
                        "cudaGraphConditionalHandleCreate")
-        _kernels.launch(_kernels.SET_CONDITIONAL, stream, 1, 1,
-                        (_kernels.pointer(int(handle)), predicate))
-        bodies = _add_conditional_node(stream, kind, handle)
-        return _capture_body(kind, handle, predicate, stream, capture, bodies[0],
-                             bodies[1] if len(bodies) > 1 else None)
+        setter = _kernels.SET_CONDITIONAL_INDEX if kind == "switch" else _kernels.SET_CONDITIONAL
+        _kernels.launch(setter, stream, 1, 1, (_kernels.pointer(int(handle)), predicate))
+        bodies = _add_conditional_node(stream, kind, handle, _BODIES.get(kind, count))
+        return _capture_body(kind, handle, predicate, stream, capture, bodies[0], bodies[1:])
 
 
 def _capture_body(kind: str, handle, predicate, parent, capture: Capture, body_graph,
-                  else_graph) -> "_streams.CudaStream":
+                  later) -> "_streams.CudaStream":
     """Start capturing ``body_graph`` (a body of the node ``handle`` gates) on a new stream
     with the capture's mode, registered as ``parent``'s open conditional; returns the stream.
     Runs under the device's guard."""
@@ -334,8 +337,7 @@ def _capture_body(kind: str, handle, predicate, parent, capture: Capture, body_g
                                                 capture.mode),
           "cudaStreamBeginCaptureToGraph")
     _, body_id = _capture_id(body)
-    conditional = Conditional(kind, handle, predicate, parent, body, capture, body_id,
-                              else_graph)
+    conditional = Conditional(kind, handle, predicate, parent, body, capture, body_id, later)
     body.body = conditional
     parent.open_nodes.append(conditional)
     capture.open.append(conditional)
@@ -345,29 +347,29 @@ def _capture_body(kind: str, handle, predicate, parent, capture: Capture, body_g
     return body
 
 
-def begin_else(body_stream) -> "_streams.CudaStream":
-    """End the capture of an if_else node's first body (on ``body_stream``) and start capturing
-    its second body, run when the condition is false, on a new stream (returned); ending that
-    one with :func:`end_conditional` closes the node.
+def begin_next_body(body_stream) -> "_streams.CudaStream":
+    """End the capture of this body of an if_else or switch node (on ``body_stream``) and start
+    capturing the node's next body on a new stream (returned); ending the last one with
+    :func:`end_conditional` closes the node (bodies never begun stay empty).
 
     Raises:
-        RuntimeError: ``body_stream`` is not the open first body of an if_else node, a
-            conditional begun inside it is still open, or CUDA refused to end its capture.
+        RuntimeError: ``body_stream`` is not an open body with a next one, a conditional begun
+            inside it is still open, or CUDA refused to end its capture.
     """
-    conditional = _open_conditional("begin_else", body_stream)
-    if conditional.kind != "if_else" or conditional.else_graph is None:
-        raise RuntimeError(f"begin_else: {body_stream!r} records the first body of no if_else "
-                           f"node (an if_else node has one else body)")
+    conditional = _open_conditional("begin_next_body", body_stream)
+    if not conditional.later:
+        raise RuntimeError(f"begin_next_body: {body_stream!r} records the last body of its node "
+                           f"(or of an if or while node, which have one)")
     if body_stream.open_nodes:
-        raise RuntimeError(f"begin_else: a conditional begun inside {body_stream!r} is still "
-                           f"open; end it first (unbalanced begin/end)")
+        raise RuntimeError(f"begin_next_body: a conditional begun inside {body_stream!r} is "
+                           f"still open; end it first (unbalanced begin/end)")
     parent = conditional.parent
     result = runtime.cudaStreamEndCapture(body_stream.handle)
     _close(conditional)
     check(result, "cudaStreamEndCapture (conditional body)")
     with device_guard(parent.device_index):
-        return _capture_body("else", conditional.handle, conditional.predicate, parent,
-                             conditional.capture, conditional.else_graph, None)
+        return _capture_body(conditional.kind, conditional.handle, conditional.predicate, parent,
+                             conditional.capture, conditional.later[0], conditional.later[1:])
 
 
 def _open_conditional(call: str, body_stream) -> Conditional:

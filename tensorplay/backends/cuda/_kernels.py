@@ -30,11 +30,12 @@ from . import _cupy_bridge
 from ._runtime import relaxed_capture_mode
 
 __all__ = ["MAX_COPIES", "cached", "ensure", "function_handle", "is_warm", "launch", "warm",
-           "SET_CONDITIONAL", "STAGE"]
+           "SET_CONDITIONAL", "SET_CONDITIONAL_INDEX", "STAGE"]
 
 MAX_COPIES = 64   #: triplets one staged launch carries (Note [fused staging])
 
 SET_CONDITIONAL = "tp_set_conditional"
+SET_CONDITIONAL_INDEX = "tp_set_conditional_index"
 STAGE = "tp_stage"
 
 _SET_CONDITIONAL_SOURCE = r"""
@@ -45,6 +46,14 @@ extern "C" __device__ __cudart_builtin__ void cudaGraphSetConditional(
 extern "C" __global__ void tp_set_conditional(cudaGraphConditionalHandle handle,
                                               const bool* pred) {
     cudaGraphSetConditional(handle, *pred ? 1u : 0u);
+}
+
+// a SWITCH node's case from an int64 index; one out of [0, 2^32 - 1) selects no case
+extern "C" __global__ void tp_set_conditional_index(cudaGraphConditionalHandle handle,
+                                                    const long long* index) {
+    const long long value = *index;
+    cudaGraphSetConditional(handle, (value < 0 || value >= 0xFFFFFFFFll)
+                                        ? 0xFFFFFFFFu : (unsigned int)value);
 }
 """
 
@@ -75,7 +84,8 @@ extern "C" __global__ void tp_stage(const tp_stage_args args) {
 }
 """ % {"max_copies": MAX_COPIES}
 
-_SOURCES = {SET_CONDITIONAL: _SET_CONDITIONAL_SOURCE, STAGE: _STAGE_SOURCE}
+_SOURCES = {SET_CONDITIONAL: _SET_CONDITIONAL_SOURCE,
+            SET_CONDITIONAL_INDEX: _SET_CONDITIONAL_SOURCE, STAGE: _STAGE_SOURCE}
 
 _cache: dict[Hashable, Any] = {}
 _warm: set[tuple[Hashable, int]] = set()

@@ -191,7 +191,7 @@ class SimBackend(SimMemory[_Device]):
 
     name = "sim"
     device_type = "sim"
-    conditional_kinds = frozenset({"if", "if_else", "while"})
+    conditional_kinds = frozenset({"if", "if_else", "switch", "while"})
     xp = np
 
     def __init__(self, device_count: int = 2, memory_bytes: int = 1 << 30,
@@ -496,20 +496,26 @@ class SimBackend(SimMemory[_Device]):
     def is_capturing(self, stream: SimStream) -> bool:
         return stream._capture is not None
 
-    def begin_conditional(self, stream: SimStream, kind: str, predicate: Any) -> SimStream:
-        """Record an if/if_else/while node into ``stream``'s target; return the stream of its
-        (first) body."""
+    def begin_conditional(self, stream: SimStream, kind: str, predicate: Any,
+                          count: int = 1) -> SimStream:
+        """Record an if/if_else/switch/while node into ``stream``'s target; return the stream
+        of its (first) body. A switch node has ``count`` bodies."""
         if not self.is_capturing(stream):
             raise RuntimeError(f"begin_conditional: {stream!r} is not capturing; conditional "
                                f"nodes exist only inside a capture")
         if kind not in self.conditional_kinds:
             raise ValueError(f"begin_conditional: kind must be one of "
                              f"{sorted(self.conditional_kinds)}, got {kind!r}")
+        count = {"if": 1, "while": 1, "if_else": 2}.get(kind, count)
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"begin_conditional: a switch node needs count >= 1 bodies, got "
+                             f"{count!r}")
         address = self.array_ptr(predicate)
         body = SimStream(stream.device_index, stream.priority, False)
+        node = ConditionalNode(kind, predicate, address, count)
         with self._all_locks():
             assert stream._capture is not None   # is_capturing, checked above
-            stream._capture.open_body(stream, ConditionalNode(kind, predicate, address), body)
+            stream._capture.open_body(stream, node, body)
         return body
 
     def _check_open_body(self, call: str, body_stream: SimStream) -> None:
@@ -519,19 +525,21 @@ class SimBackend(SimMemory[_Device]):
             raise RuntimeError(f"{call}: {body_stream!r} is not a conditional body stream "
                                f"(no conditional node is open on it)")
 
-    def begin_else(self, body_stream: SimStream) -> SimStream:
-        """Close the first body of an if_else node; return the stream of its second body."""
-        self._check_open_body("begin_else", body_stream)
+    def begin_next_body(self, body_stream: SimStream) -> SimStream:
+        """Close this body of an if_else or switch node; return the stream of its next one."""
+        self._check_open_body("begin_next_body", body_stream)
         node = body_stream._body_node
-        if node is None or node.kind != "if_else" or node.else_body is None or \
-                body_stream._target is not node.body:
-            raise RuntimeError(f"begin_else: {body_stream!r} records the first body of no "
-                               f"if_else node (an if_else node has one else body)")
-        else_stream = SimStream(body_stream.device_index, body_stream.priority, False)
+        bodies = [] if node is None else node.bodies
+        position = next((k for k, body in enumerate(bodies) if body is body_stream._target),
+                        len(bodies))
+        if position + 1 >= len(bodies):
+            raise RuntimeError(f"begin_next_body: {body_stream!r} records the last body of its "
+                               f"node (or of an if or while node, which have one)")
+        successor = SimStream(body_stream.device_index, body_stream.priority, False)
         with self._all_locks():
             assert body_stream._capture is not None   # an open body: checked above
-            body_stream._capture.switch_body(body_stream, else_stream, node.else_body)
-        return else_stream
+            body_stream._capture.switch_body(body_stream, successor, bodies[position + 1])
+        return successor
 
     def set_conditional(self, body_stream: SimStream, predicate: Any) -> None:
         """Record a step that sets the body's node handle from ``predicate`` when it runs."""

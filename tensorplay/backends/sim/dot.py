@@ -58,10 +58,13 @@ class _DotWriter:
         last = self.emit_list(node.body, inner, head)
         if node.kind == "while" and last is not None and last != head:
             self.lines.append(f'{inner}{last} -> {head} [style=dashed, label="repeat"];')
-        if node.else_body:   # an if_else node's second body hangs off the head's false edge
+        for number, body in enumerate(node.bodies[1:], 1):   # an if_else node's else body,
+            if not body:                                       # a switch node's other cases
+                continue
             first = f"n{self.count}"
-            self.emit_list(node.else_body, inner, None)
-            self.lines.append(f'{inner}{head} -> {first} [style=dashed, label="else"];')
+            self.emit_list(body, inner, None)
+            label = "else" if node.kind == "if_else" else f"case {number}"
+            self.lines.append(f'{inner}{head} -> {first} [style=dashed, label="{label}"];')
         self.lines.append(f"{indent}}}")
 
 

@@ -79,9 +79,9 @@ class _ConditionState:
         self.handle = read_predicate(predicate)
 
 
-def read_predicate(predicate: Any) -> bool:
-    """The truth value of a one-element predicate array, read now."""
-    return bool(predicate.reshape(-1)[0])
+def read_predicate(predicate: Any) -> int:
+    """The value of a one-element predicate (bool: 0 or 1) or switch index array, read now."""
+    return int(predicate.reshape(-1)[0])
 
 
 def run_nodes(nodes, copy_bytes: CopyBytes, condition: _ConditionState | None = None) -> None:
@@ -206,26 +206,33 @@ class EventNode:
 
 
 class ConditionalNode:
-    """An ``if`` (body runs once when the handle is true), ``if_else`` (``body`` when it is
-    true, ``else_body`` when it is false: CUDA 12.8's two-body IF) or ``while`` node (body
-    repeats while the handle is true at the end of each iteration); see Note [sim conditional
-    handles]."""
+    """An ``if`` (its body runs once when the handle is true), ``if_else`` (the first of its two
+    bodies when the handle is true, the second when it is false: CUDA 12.8's two-body IF),
+    ``switch`` (body number ``handle``, none when the handle is past the last: CUDA 12.8's
+    SWITCH) or ``while`` node (its body repeats while the handle is true at the end of each
+    iteration); see Note [sim conditional handles]. ``bodies`` holds the node lists, ``body``
+    the first."""
 
-    def __init__(self, kind: str, predicate: Any, predicate_ptr: int):
+    def __init__(self, kind: str, predicate: Any, predicate_ptr: int, count: int = 1):
         self.kind = kind
         self.name = kind
         self.predicate = predicate
         self.predicate_ptr = predicate_ptr
-        self.body: list[Any] = []
-        self.else_body: list[Any] | None = [] if kind == "if_else" else None
+        self.bodies: list[list[Any]] = [[] for _ in range(count)]
+        self.body = self.bodies[0]
 
     def run(self, copy_bytes: CopyBytes, condition) -> None:
         state = _ConditionState(self.predicate)
         if self.kind != "while":
-            if state.handle:
-                run_nodes(self.body, copy_bytes, state)
-            elif self.else_body is not None:
-                run_nodes(self.else_body, copy_bytes, state)
+            handle = state.handle
+            if self.kind == "if":
+                chosen = 0 if handle else None
+            elif self.kind == "if_else":
+                chosen = 0 if handle else 1
+            else:
+                chosen = handle if 0 <= handle < len(self.bodies) else None
+            if chosen is not None:
+                run_nodes(self.bodies[chosen], copy_bytes, state)
             return
         iterations = 0
         while state.handle:
@@ -242,8 +249,7 @@ class ConditionalNode:
 
     def details(self) -> list[str]:
         found = [f"predicate=0x{self.predicate_ptr:x}", f"body_nodes={len(self.body)}"]
-        if self.else_body is not None:
-            found.append(f"else_body_nodes={len(self.else_body)}")
+        found += [f"body{k}_nodes={len(body)}" for k, body in enumerate(self.bodies) if k]
         return found
 
 
@@ -364,10 +370,10 @@ class Capture:
 
     def switch_body(self, body: Any, successor: Any, target: list) -> None:
         """Close ``body`` and make ``successor`` record into ``target``, another body of the
-        same node (an if_else node's else body)."""
+        same node (an if_else node's else body, a switch node's next case)."""
         if body._open_child is not None:
-            raise RuntimeError(f"begin_else: {body!r} has an open conditional body of its own; "
-                               f"end that one first")
+            raise RuntimeError(f"begin_next_body: {body!r} has an open conditional body of its "
+                               f"own; end that one first")
         parent, node = body._parent, body._body_node
         self.open_bodies.remove(body)
         _close(body)

@@ -426,13 +426,17 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
         return _make(out, device, result)
     # +-1: column sums (over d0), extreme over d1; +-inf: row sums (over d1), extreme over d0
     summed, extreme = (d0, d1) if kind in (1.0, -1.0) else (d1, d0)
-    if tensor.shape[extreme] == 0:
-        raise RuntimeError(f"{op}: the {ord} norm takes a max/min over dimension {extreme}, "
-                           f"which has size 0 (shape {list(tensor.shape)})")
     largest = kind > 0
+    if tensor.shape[extreme] == 0 and not largest:
+        raise RuntimeError(f"{op}: the {ord} norm takes a min over dimension {extreme}, "
+                           f"which has size 0 (shape {list(tensor.shape)})")
+    empty = tensor.shape[extreme] == 0   # the max over no sums: 0, as torch 2.11 gives
     out = _new(device, shape, result)
 
     def kernel():
+        if empty:
+            out[...] = 0
+            return
         sums = xp.sum(xp.abs(data.astype(compute)), axis=summed, keepdims=True)
         picked = xp.max(sums, axis=extreme, keepdims=True) if largest else \
             xp.min(sums, axis=extreme, keepdims=True)
@@ -959,10 +963,11 @@ def lstsq(A, B, rcond: float | None = None, *, driver: str | None = None) -> tup
     ``B`` (``*, m, k``, or ``(*, m)`` when it has one dim fewer than ``A``; batch dims
     broadcast): the named tuple ``(solution, residuals, rank, singular_values)``.
 
-    ``driver``: 'gelsy' (the cpu default), 'gelsd', 'gelss' or 'gels'; on an accelerator only
-    'gels' (its default, as torch's cuda), for full-rank ``A`` with ``m >= n``. The solution is
-    the minimum-norm one (computed from the SVD). ``rank`` (int64, ``(*)``) is computed for
-    every driver but 'gels'; ``singular_values`` (``(*, min(m, n))``) for 'gelsd'/'gelss';
+    ``driver``: 'gelsy' (the cpu default), 'gelsd', 'gelss' or 'gels'; on an accelerator
+    only 'gels' (its default, as torch's cuda). The solution is the minimum-norm one
+    (computed from the SVD), underdetermined systems (``m < n``) included. ``rank`` (int64,
+    ``(*)``) is computed for every driver but 'gels'; ``singular_values`` (``(*, min(m, n))``)
+    for 'gelsd'/'gelss';
     ``residuals`` (``(*, k)``, the squared column residuals) when ``m > n`` for 'gels', and for
     'gelsd'/'gelss' when every matrix has rank n; what is not computed is an empty tensor
     (shape ``(0,)``). ``rcond`` (default ``eps * max(m, n)``): singular values at most ``rcond``
@@ -971,7 +976,7 @@ def lstsq(A, B, rcond: float | None = None, *, driver: str | None = None) -> tup
 
     Raises:
         RuntimeError: shapes that do not fit, different dtypes or devices, an unknown driver
-            (or one other than 'gels' on an accelerator, or ``m < n`` there),
+            (or one other than 'gels' on an accelerator),
             integer/low-precision dtypes, a capture.
     """
     op = "torch.linalg.lstsq"
@@ -1003,9 +1008,6 @@ def lstsq(A, B, rcond: float | None = None, *, driver: str | None = None) -> tup
     if accelerator and driver != "gels":
         raise RuntimeError(f"{op}: `driver` other than `gels` is not supported on "
                            f"{a.device.type} (got {driver!r})")
-    if accelerator and m < n:
-        raise RuntimeError(f"{op}: only overdetermined systems (input.size(-2) >= "
-                           f"input.size(-1)) are allowed on {a.device.type} (got {m}x{n})")
     k = 1 if vector else b.shape[-1]
     batch = _broadcast_batch(op, a.shape[:-2], b.shape[:-1] if vector else b.shape[:-2])
     real = _real(a.dtype)

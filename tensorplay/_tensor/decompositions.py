@@ -514,13 +514,9 @@ def slogdet(A) -> tuple[Tensor, Tensor]:
 def det(A) -> Tensor:
     """The determinant of square matrices ``A`` (``*, n, n``; 1 for 0x0), ``A``'s dtype; 0 for
     a singular matrix (no error). Not capture-safe."""
-    op = "linalg.det"
-    tensor = _matrix(op, A)
-    device = tensor.device
-    _refuse_in_capture(op, device)
+    tensor, device, data, xp = _eager_matrices("linalg.det", A)
     batch = tensor.shape[:-2]
     out = _new(device, batch, tensor.dtype)
-    data, xp = tensor._data, _dispatch.xp_of(device)
 
     def kernel():
         out[...] = xp.linalg.det(data)
@@ -531,13 +527,9 @@ def det(A) -> Tensor:
 def logdet(A) -> Tensor:
     """``torch.logdet``: ``log(det(A))``, NaN where a real determinant is negative, -inf where
     it is 0 (for complex ``A``, ``log(sign) + logabsdet``). Not capture-safe."""
-    op = "logdet"
-    tensor = _matrix(op, A)
-    device = tensor.device
-    _refuse_in_capture(op, device)
+    tensor, device, data, xp = _eager_matrices("logdet", A)
     batch = tensor.shape[:-2]
     out = _new(device, batch, tensor.dtype)
-    data, xp = tensor._data, _dispatch.xp_of(device)
     complex_ = tensor.dtype.is_complex
 
     def kernel():
@@ -676,13 +668,20 @@ def solve(A, B, *, left: bool = True) -> Tensor:
 
 
 # -- cholesky, qr, eigh, svd ------------------------------------------------------------------
-def _square_eager(op: str, A) -> tuple:
-    """The common start of an eager-only op on (batches of) square matrices ``A``: checked,
-    refused inside a capture; ``(tensor, device, shape, out, flags, data, xp)`` with ``out`` a
-    result of ``A``'s shape and dtype and ``flags`` one bool per matrix for failures."""
+def _eager_matrices(op: str, A) -> tuple:
+    """The common start of an eager-only op on (batches of) square matrices ``A``: checked and
+    refused inside a capture; ``(tensor, device, data, xp)``."""
     tensor = _matrix(op, A)
     device = tensor.device
     _refuse_in_capture(op, device)
+    return tensor, device, tensor._data, _dispatch.xp_of(device)
+
+
+def _square_eager(op: str, A) -> tuple:
+    """:func:`_eager_matrices` with results: ``(tensor, device, shape, out, flags, data,
+    xp)``, ``out`` of ``A``'s shape and dtype and ``flags`` one bool per matrix for
+    failures."""
+    tensor, device, _, _ = _eager_matrices(op, A)
     shape = tensor.shape
     out = _new(device, shape, tensor.dtype)
     flags = _new(device, shape[:-2], _dtype.bool)

@@ -590,8 +590,8 @@ _LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.323
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
 
-def _lgamma_lanczos(xp, x):
-    """lgamma for ``x >= 0.5`` (finite)."""
+def lgamma_lanczos(xp, x):
+    """lgamma for ``x >= 0.5`` (finite): an xp formula (Lanczos), shared with ``random.poisson``."""
     z = x - 1
     total = _LANCZOS[0]
     for i, c in enumerate(_LANCZOS[1:], 1):
@@ -608,12 +608,12 @@ def _abs_sinpi(xp, x):
 
 def _lgamma64(xp, x):
     finite = xp.where(xp.isfinite(x), x, 1.0)
-    positive = _lgamma_lanczos(xp, xp.maximum(finite, 0.5))
+    positive = lgamma_lanczos(xp, xp.maximum(finite, 0.5))
     small = xp.minimum(xp.maximum(finite, 0.0), 0.5)   # (0, 0.5): lgamma(x + 1) - log(x)
-    shifted = _lgamma_lanczos(xp, small + 1) - xp.log(small)
+    shifted = lgamma_lanczos(xp, small + 1) - xp.log(small)
     negative = xp.minimum(finite, 0.0)   # reflection: log(pi / |sin(pi x)|) - lgamma(1 - x)
     reflected = math.log(math.pi) - xp.log(_abs_sinpi(xp, negative)) - \
-        _lgamma_lanczos(xp, 1 - negative)
+        lgamma_lanczos(xp, 1 - negative)
     result = xp.where(finite >= 0.5, positive, xp.where(finite > 0, shifted, reflected))
     poles = (x <= 0) & (x == xp.floor(x))
     result = xp.where(poles | xp.isinf(x), xp.inf, result)

@@ -23,7 +23,7 @@ from .. import _dtype, _philox
 from .._runtime import writes as _writes
 from .._runtime.select import accelerator_backend
 from . import creation as _creation, elementwise as _ops, reductions as _reductions
-from .pointwise import _lgamma_lanczos
+from .pointwise import lgamma_lanczos
 from .tensor import Tensor
 
 __all__ = ["manual_seed", "initial_seed", "seed", "rand", "randn", "randint", "normal"]
@@ -602,7 +602,7 @@ def _poisson_sample(xp, rates, uniforms, out) -> None:
         quick = (us >= 0.07) & (v <= vr)
         refused = (k < 0) | ((us < 0.013) & (v > us))
         safe_k = xp.where(refused, 0, k)
-        log_factorial = _lgamma_lanczos(xp, safe_k + 1)
+        log_factorial = lgamma_lanczos(xp, safe_k + 1)
         slow = (xp.log(v) + log_inv_alpha - xp.log(a / (us * us) + b)
                 <= -big + safe_k * log_lam - log_factorial)
         accepted = (quick | (~refused & slow)) & ~done

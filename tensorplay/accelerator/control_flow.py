@@ -488,8 +488,9 @@ def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..
     """``true_fn(*operands)`` if ``pred`` else ``false_fn(*operands)``, as ``torch.cond``.
 
     Eagerly, ``pred`` is read on the host once and only that branch runs. Inside a capture both
-    branches run once, at capture, into two if nodes (see the module docstring); the device
-    picks one at every replay.
+    branches run once, at capture, into the two bodies of one if/else node (two if nodes on
+    drivers older than CUDA 12.8; see the module docstring); the device picks one at every
+    replay.
 
     Args:
         pred: a one-element bool tensor, or a Python bool (a constant: only its branch runs).
@@ -570,7 +571,8 @@ def switch(index: Tensor | int, branches: Sequence[Callable[..., Any]], *operand
 
     An index below 0 selects the first branch, one past the end the last (JAX's clamping).
     Eagerly the index is read on the host once and only that branch runs. Inside a capture
-    every branch runs once, at capture, into a chain of if nodes (see the module docstring).
+    every branch runs once, at capture, into a case of one switch node (a chain of if nodes on
+    drivers older than CUDA 12.8; see the module docstring).
 
     Args:
         index: a one-element integer tensor, or a Python int (a constant: only its branch

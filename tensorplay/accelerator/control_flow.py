@@ -518,13 +518,8 @@ def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..
     graph, device = _graph_for(([pred] if isinstance(pred, Tensor) else []) + inputs)
     if graph is None or isinstance(pred, bool):
         taken = pred if isinstance(pred, bool) else bool(pred)   # the one host read
-        who = "true_fn" if taken else "false_fn"
-        value = (true_fn if taken else false_fn)(*operands)
-        if graph is None:
-            treedef, leaves = _tensors(value, "cond", f"what {who} returns", "result")
-        else:
-            treedef, leaves = _outputs("cond", who, value, device)
-        return _unflatten(treedef, iter(_fresh(leaves, inputs)))
+        return _run_one("cond", "true_fn" if taken else "false_fn",
+                        true_fn if taken else false_fn, operands, graph, device, inputs)
     _on_device("cond", "pred", pred, device)
     if graph.supports_if_else_nodes():   # one two-body if node, gated on pred itself
         with _body(graph, "if_else", pred, "cond", "true_fn") as where:
@@ -542,6 +537,18 @@ def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..
     with _body(graph, "if", not_p, "cond", "false_fn"):
         _false_branch(false_fn, operands, device, treedef, metas, results)
     return _unflatten(treedef, iter(results))
+
+
+def _run_one(api: str, who: str, branch, operands, graph, device, inputs) -> Any:
+    """Only the chosen branch, as called: eagerly (``graph`` None), or recorded into the open
+    capture for a Python-constant choice; its outputs as new tensors (an output that is or
+    views an operand cloned)."""
+    value = branch(*operands)
+    if graph is None:
+        treedef, leaves = _tensors(value, api, f"what {who} returns", "result")
+    else:
+        treedef, leaves = _outputs(api, who, value, device)
+    return _unflatten(treedef, iter(_fresh(leaves, inputs)))
 
 
 def _true_branch(true_fn, operands, device) -> tuple:
@@ -606,13 +613,8 @@ def switch(index: Tensor | int, branches: Sequence[Callable[..., Any]], *operand
     last = len(branches) - 1
     if graph is None or not isinstance(index, Tensor) or last == 0:
         chosen = 0 if last == 0 else min(max(int(index), 0), last)   # the one host read
-        who = f"branches[{chosen}]"
-        value = branches[chosen](*operands)
-        if graph is None:
-            treedef, leaves = _tensors(value, "switch", f"what {who} returns", "result")
-        else:
-            treedef, leaves = _outputs("switch", who, value, device)
-        return _unflatten(treedef, iter(_fresh(leaves, inputs)))
+        return _run_one("switch", f"branches[{chosen}]", branches[chosen], operands, graph,
+                        device, inputs)
     _on_device("switch", "index", index, device)
     selected = _creation.empty((), dtype=_dtype.int64, device=device)
     _launch_fused(_clamp_index, device, "switch_index", index._data.reshape(()), last,

@@ -159,10 +159,9 @@ class Graph:
         self._record: _capture.CaptureRecord | None = None
         self._refusal: str | None = None          # why capture_end must discard the capture
         self._discarded_because: str | None = None
-        # open conditional bodies, innermost last: (body stream, parent stream, while watch)
-        self._bodies: list[tuple[Stream, Stream, WhileBodyWatch | None]] = []
-        # open bodies of if_else/switch nodes: (native body stream, kind, bodies after it)
-        self._later_bodies: list[tuple] = []
+        # open conditional bodies, innermost last: (body stream, parent stream, while watch,
+        # the node's kind, how many of its bodies come after this one)
+        self._bodies: list[tuple[Stream, Stream, WhileBodyWatch | None, str, int]] = []
         self._context_streams: list[Stream] = []
         self._staging_plan = None
 
@@ -321,9 +320,8 @@ class Graph:
         """Discard an open capture: close bodies, end the native capture, drop everything.
         Callers have checked the thread (``CaptureRecord.check_owner_thread``)."""
         backend = self._backend
-        self._later_bodies = []
         while self._bodies:
-            body, _, _ = self._bodies.pop()
+            body = self._bodies.pop()[0]
             _body_watchers.pop(body._native, None)
             _forget_capturing(body._native)
             try:
@@ -354,18 +352,25 @@ class Graph:
 
     # -- conditional nodes ------------------------------------------------------------------
     def _begin_conditional(self, kind: str, scalar_pred, call: str) -> None:
-        predicate = _capture.check_predicate(call, self._record, scalar_pred)
-        parent = _streams.current_stream(self._device_index)
-        body_native = self._backend.begin_conditional(parent._native, kind, predicate)
-        body = Stream._wrap(body_native, self._device_index)
-        self._enter_body(body, parent, WhileBodyWatch(predicate) if kind == "while" else None)
+        self._open_node(kind, _capture.check_predicate(call, self._record, scalar_pred))
 
-    def _enter_body(self, body: Stream, parent: Stream, watch: WhileBodyWatch | None) -> None:
-        """Make ``body`` (a conditional body the backend opened) the innermost open body: its
-        allocations come from the graph's pool and the current stream is it."""
+    def _open_node(self, kind: str, predicate, count: int = 1) -> None:
+        """Add a ``kind`` node of ``count`` bodies gated on ``predicate`` (a checked ``xp``
+        array) and open its first body."""
+        parent = _streams.current_stream(self._device_index)
+        body_native = self._backend.begin_conditional(parent._native, kind, predicate, count)
+        watch = WhileBodyWatch(predicate) if kind == "while" else None
+        self._enter_body(Stream._wrap(body_native, self._device_index), parent, watch, kind,
+                         count - 1)
+
+    def _enter_body(self, body: Stream, parent: Stream, watch: WhileBodyWatch | None,
+                    kind: str, later: int) -> None:
+        """Make ``body`` (a conditional body the backend opened, of a ``kind`` node with
+        ``later`` bodies after it) the innermost open body: its allocations come from the
+        graph's pool and the current stream is it."""
         body_native = body._native
         _allocator(self._device_index).begin_allocate_to_pool(self._pool_id, body_native)
-        self._bodies.append((body, parent, watch))
+        self._bodies.append((body, parent, watch, kind, later))
         self._record.body_streams.append(body_native)
         _note_capturing(body_native, self)
         if any(entry[2] is not None for entry in self._bodies):
@@ -383,7 +388,8 @@ class Graph:
     def _note_body_work(self, kernel) -> None:
         """Note [write records]: ``kernel`` (None: a graph launch) was recorded into
         a body; every open while body of this graph may have been written by it."""
-        for _, _, watch in self._bodies:
+        for entry in self._bodies:
+            watch = entry[2]
             if watch is not None:
                 watch.note(kernel, self._backend)
 
@@ -416,8 +422,7 @@ class Graph:
                                f"CUDA 12.8+ is needed) records no two-body if node; gate the "
                                f"else work on a second begin_capture_to_if_node over the "
                                f"negated predicate instead")
-        predicate = _capture.check_predicate(call, self._record, scalar_pred)
-        self._open_multi("if_else", predicate, 2)
+        self._open_node("if_else", _capture.check_predicate(call, self._record, scalar_pred), 2)
 
     def begin_capture_to_else_body(self) -> None:
         """Inside the first body of the innermost if/else node
@@ -460,7 +465,7 @@ class Graph:
         if num_cases < 1:
             raise ValueError(f"{call}: num_cases must be >= 1, got {num_cases}")
         index = _capture.check_predicate(call, self._record, scalar_index, index=True)
-        self._open_multi("switch", index, num_cases)
+        self._open_node("switch", index, num_cases)
 
     def begin_capture_to_next_case(self) -> None:
         """Inside a case of the innermost switch node (:meth:`begin_capture_to_switch_node`),
@@ -474,27 +479,18 @@ class Graph:
                         "a case of a switch node with a case after it (its last case, and if, "
                         "if/else and while bodies, have no next case)")
 
-    def _open_multi(self, kind: str, predicate, count: int) -> None:
-        """Open an if_else or switch node of ``count`` bodies on its first body."""
-        parent = _streams.current_stream(self._device_index)
-        body_native = self._backend.begin_conditional(parent._native, kind, predicate, count)
-        self._enter_body(Stream._wrap(body_native, self._device_index), parent, None)
-        self._later_bodies.append((body_native, kind, count - 1))
-
     def _next_body(self, call: str, kind: str, what: str) -> None:
         """Move the innermost open body of a ``kind`` node on to the node's next body."""
         if self._record is None:
             raise RuntimeError(f"{call}: only inside an open capture (capture_begin or with g:)")
         _capture.check_body_open(self._record, call)
-        body, parent, watch = self._bodies[-1]
-        entry = next((e for e in self._later_bodies if e[0] is body._native), None)
-        if entry is None or entry[1] != kind or entry[2] < 1:
+        body, parent, watch, node_kind, later = self._bodies[-1]
+        if node_kind != kind or later < 1:
             raise RuntimeError(f"{call}: the innermost open conditional body is not {what}")
         next_native = self._backend.begin_next_body(body._native)
-        self._later_bodies = [e for e in self._later_bodies if e is not entry]
         self._leave_body(body)
-        self._enter_body(Stream._wrap(next_native, self._device_index), parent, watch)
-        self._later_bodies.append((next_native, kind, entry[2] - 1))
+        self._enter_body(Stream._wrap(next_native, self._device_index), parent, watch, kind,
+                         later - 1)
 
     @staticmethod
     def supports_if_else_nodes() -> bool:
@@ -523,7 +519,7 @@ class Graph:
         call = "set_conditional_handle_for_current_node"
         predicate = _capture.check_predicate(call, self._record, scalar_pred)
         _capture.check_body_open(self._record, call)
-        body, _, watch = self._bodies[-1]
+        body, _, watch = self._bodies[-1][:3]
         self._backend.set_conditional(body._native, predicate)
         if watch is not None:
             watch.predicate = predicate   # the predicate the while node re-reads from now on
@@ -540,8 +536,7 @@ class Graph:
             raise RuntimeError("end_capture_to_conditional_node: only inside an open capture "
                                "(capture_begin or with g:)")
         _capture.check_body_open(self._record, "end_capture_to_conditional_node")
-        body, parent, watch = self._bodies[-1]
-        self._later_bodies = [e for e in self._later_bodies if e[0] is not body._native]
+        body, parent, watch = self._bodies[-1][:3]
         self._leave_body(body)
         self._backend.end_conditional(body._native)
         _streams.set_current_stream(parent)

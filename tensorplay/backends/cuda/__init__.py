@@ -376,9 +376,6 @@ class CudaBackend:
         if kind not in self.conditional_kinds:
             raise ValueError(f"begin_conditional: kind must be one of "
                              f"{sorted(self.conditional_kinds)} with this driver, got {kind!r}")
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"begin_conditional: a switch node needs count >= 1 bodies, got "
-                             f"{count!r}")
         return _graphs.begin_conditional(stream, kind, predicate, count)
 
     def begin_next_body(self, body_stream: CudaStream) -> CudaStream:

@@ -506,10 +506,7 @@ class SimBackend(SimMemory[_Device]):
         if kind not in self.conditional_kinds:
             raise ValueError(f"begin_conditional: kind must be one of "
                              f"{sorted(self.conditional_kinds)}, got {kind!r}")
-        count = {"if": 1, "while": 1, "if_else": 2}.get(kind, count)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"begin_conditional: a switch node needs count >= 1 bodies, got "
-                             f"{count!r}")
+        count = {"if": 1, "while": 1, "if_else": 2}.get(kind, count)   # the caller checked it
         address = self.array_ptr(predicate)
         body = SimStream(stream.device_index, stream.priority, False)
         node = ConditionalNode(kind, predicate, address, count)

@@ -131,35 +131,30 @@ def _aligned(case: Case, got, want, fields: list[str]):
 
 
 def compare(case: Case, got, want) -> str | None:
-    if isinstance(want, tuple) and isinstance(got, tuple):
-        # torch's return types are structseqs: fields by attribute, no ``_fields``
-        fields = list(getattr(got, "_fields", ()) or [])
-        if len(got) != len(want) or not all(hasattr(want, name) for name in fields):
-            return (f"fields tp {tuple(fields)} ({len(got)} items) vs torch "
-                    f"{type(want).__name__} of {len(want)} items")
+    problem = _base.structure_problem(got, want)
+    if problem is not None or not isinstance(got, tuple):
+        return problem or _base.compare(case, got, want)
+    fields = list(getattr(got, "_fields", ()))
+    for name in fields:
+        g, w = getattr(got, name), getattr(want, name)
+        if tuple(g.shape) != tuple(w.shape):
+            return f"{name}: shape tp {tuple(g.shape)} vs torch {tuple(w.shape)}"
+        if _base.dtype_name(g) != _base.dtype_name(w):
+            return f"{name}: dtype tp {_base.dtype_name(g)} vs torch {_base.dtype_name(w)}"
+    if case.fn in ("eigh", "svd", "qr"):
+        g, w = _aligned(case, got, want, fields)
+        rtol, atol = case.tol or (1e-5, 1e-5)
         for name in fields:
-            g, w = getattr(got, name), getattr(want, name)
-            if tuple(g.shape) != tuple(w.shape):
-                return f"{name}: shape tp {tuple(g.shape)} vs torch {tuple(w.shape)}"
-            if _base.dtype_name(g) != _base.dtype_name(w):
-                return f"{name}: dtype tp {_base.dtype_name(g)} vs torch {_base.dtype_name(w)}"
-        if case.fn in ("eigh", "svd", "qr"):
-            g, w = _aligned(case, got, want, fields)
-            rtol, atol = case.tol or (1e-5, 1e-5)
-            for name in fields:
-                if not np.allclose(g[name], w[name], rtol=rtol, atol=atol, equal_nan=True):
-                    bad = int((~np.isclose(g[name], w[name], rtol=rtol, atol=atol,
-                                           equal_nan=True)).sum())
-                    return f"{name}: values differ at {bad} elements after phase alignment"
-            return None
-        for name in fields:
-            problem = _base.compare(case, getattr(got, name), getattr(want, name))
-            if problem is not None:
-                return f"{name}: {problem}"
+            if not np.allclose(g[name], w[name], rtol=rtol, atol=atol, equal_nan=True):
+                bad = int((~np.isclose(g[name], w[name], rtol=rtol, atol=atol,
+                                       equal_nan=True)).sum())
+                return f"{name}: values differ at {bad} elements after phase alignment"
         return None
-    if isinstance(want, tuple) != isinstance(got, tuple):
-        return f"tp returned {type(got).__name__}, torch {type(want).__name__}"
-    return _base.compare(case, got, want)
+    for name in fields:
+        problem = _base.compare(case, getattr(got, name), getattr(want, name))
+        if problem is not None:
+            return f"{name}: {problem}"
+    return None
 
 
 # -- the cases --------------------------------------------------------------------------------

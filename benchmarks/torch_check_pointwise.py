@@ -155,6 +155,22 @@ def compare(case: Case, got, want) -> str | None:
             f"{a[index]!r} torch {b[index]!r}; rtol {rtol}, atol {atol})")
 
 
+def structure_problem(got, want) -> str | None:
+    """Why ``got`` (tensorplay's result) and ``want`` (torch's) differ in structure, or None:
+    one a tuple and the other not, tuples of different lengths, or a field of tensorplay's
+    named tuple that torch's result lacks (torch's return types are structseqs: fields by
+    attribute, no ``_fields``)."""
+    if isinstance(want, tuple) != isinstance(got, tuple):
+        return f"tp returned {type(got).__name__}, torch {type(want).__name__}"
+    if not isinstance(got, tuple):
+        return None
+    fields = tuple(getattr(got, "_fields", ()) or ())
+    if len(got) != len(want) or not all(hasattr(want, name) for name in fields):
+        return (f"fields tp {fields} ({len(got)} items) vs torch {type(want).__name__} of "
+                f"{len(want)} items")
+    return None
+
+
 def run_case(case: Case, device: str, verbose: bool, *, convert=None, compare_fn=None) -> bool:
     """Run ``case`` on both sides and print a mismatch; ``convert(side)`` may give each side its
     own case, ``compare_fn`` replaces :func:`compare` (torch_check_scatter_search uses both)."""

@@ -45,20 +45,14 @@ def distinct(*shape, dtype="float32") -> Arg:
 
 
 def compare(case: Case, got, want) -> str | None:
-    if isinstance(want, tuple) and isinstance(got, tuple):
-        if len(got) != len(want):
-            return f"tp returned {len(got)} results, torch {len(want)}"
-        names = getattr(want, "_fields", None)
-        if names is not None and getattr(got, "_fields", None) != names:
-            return f"fields tp {getattr(got, '_fields', None)} vs torch {names}"
-        for k, (g, w) in enumerate(zip(got, want)):
-            problem = compare(case, g, w)
-            if problem is not None:
-                return f"result {k}: {problem}"
-        return None
-    if isinstance(want, tuple) != isinstance(got, tuple):
-        return f"tp returned {type(got).__name__}, torch {type(want).__name__}"
-    return _base.compare(case, got, want)
+    problem = _base.structure_problem(got, want)
+    if problem is not None or not isinstance(got, tuple):
+        return problem or _base.compare(case, got, want)
+    for k, (g, w) in enumerate(zip(got, want)):
+        problem = compare(case, g, w)
+        if problem is not None:
+            return f"result {k}: {problem}"
+    return None
 
 
 # -- scatter family ---------------------------------------------------------------------------

@@ -343,6 +343,18 @@ def test_searchsorted_errors(device):
 
 
 # -- inside a captured graph ------------------------------------------------------------------
+def capture_safe_ops(x, seq) -> dict:
+    """Every capture-safe op of this file on ``x`` (3 x 5) and a sorted ``seq``, by name."""
+    return {
+        "median": tp.median(x), "median_dim": tp.median(x, 1).values,
+        "kthvalue": tp.kthvalue(x, 2, 0).indices, "mode": tp.mode(x.round(), 1).values,
+        "cummax": tp.cummax(x, 1).indices, "cummin": tp.cummin(x, 0).values,
+        "nansum": tp.nansum(x, 1), "nanmean": tp.nanmean(x, 0),
+        "histc": tp.histc(x, 4), "searchsorted": tp.searchsorted(seq, x, right=True),
+        "bucketize": tp.bucketize(x, seq),
+    }
+
+
 @requires_accelerator
 def test_captured_graph_replays_every_capture_safe_op():
     dev = tp.accelerator.current_accelerator().type + ":0"
@@ -350,14 +362,7 @@ def test_captured_graph_replays_every_capture_safe_op():
     seq = tp.zeros(6, device=dev)
     g = tp.accelerator.Graph()
     with g:
-        results = {
-            "median": tp.median(x), "median_dim": tp.median(x, 1).values,
-            "kthvalue": tp.kthvalue(x, 2, 0).indices, "mode": tp.mode(x.round(), 1).values,
-            "cummax": tp.cummax(x, 1).indices, "cummin": tp.cummin(x, 0).values,
-            "nansum": tp.nansum(x, 1), "nanmean": tp.nanmean(x, 0),
-            "histc": tp.histc(x, 4), "searchsorted": tp.searchsorted(seq, x, right=True),
-            "bucketize": tp.bucketize(x, seq),
-        }
+        results = capture_safe_ops(x, seq)
     for name in ("unique", "bincount"):   # their result's size is read on the host
         with pytest.raises(RuntimeError):
             with tp.accelerator.Graph():
@@ -371,14 +376,7 @@ def test_captured_graph_replays_every_capture_safe_op():
         seq.copy_(tp.tensor(ss, device=dev))
         g.replay()
         cx, cs = T(xs, "cpu"), T(ss, "cpu")
-        eager = {
-            "median": tp.median(cx), "median_dim": tp.median(cx, 1).values,
-            "kthvalue": tp.kthvalue(cx, 2, 0).indices, "mode": tp.mode(cx.round(), 1).values,
-            "cummax": tp.cummax(cx, 1).indices, "cummin": tp.cummin(cx, 0).values,
-            "nansum": tp.nansum(cx, 1), "nanmean": tp.nanmean(cx, 0),
-            "histc": tp.histc(cx, 4), "searchsorted": tp.searchsorted(cs, cx, right=True),
-            "bucketize": tp.bucketize(cx, cs),
-        }
+        eager = capture_safe_ops(cx, cs)
         for name, result in results.items():
             np.testing.assert_allclose(to_numpy(result), to_numpy(eager[name]), rtol=1e-6,
                                        err_msg=name)

@@ -4,7 +4,7 @@
 # Usage: bash benchmarks/gpu_check.sh [all|check|final|tests|bench|quick|probe|eager|matmul] [args]
 # check: the elementwise check, the MLP probes and the conformance suite (fits one 10-min call)
 # final: the benchmark suite alone
-# verify: the torch differential scripts, then the conformance suite
+# verify: the torch differential scripts beside the conformance suite (four processes)
 # last: the bench, the torch differential scripts (one tarball) and the conformance suite
 set -u
 what=${1:-all}; shift || true
@@ -41,13 +41,39 @@ if [ "$what" = matmul ]; then
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/matmul_tests.log" | head -60; tail -3 "$OUT/matmul_tests.log"
 fi
 if [ "$what" = verify ]; then
-  timeout 90 python3 benchmarks/torch_probe_semantics.py > "$OUT/torch_probe_semantics.txt" 2>&1
-  for f in benchmarks/torch_check_*.py; do
-    name=$(basename "$f" .py)
-    timeout 75 python3 "$f" > "$OUT/$name.txt" 2>&1
-    echo "$name exit $?: $(tail -1 "$OUT/$name.txt")"
-  done
-  grep -h -iE "mismatch|error" "$OUT"/torch_check_*.txt | grep -v " 0 mismatches" | head -80
+  # The differential scripts (one tarball) run beside the conformance suite, which runs in four
+  # pytest processes over disjoint test files (the card has room; one process takes ~8 minutes).
+  mkdir -p /tmp/tp_checks
+  ( timeout 90 python3 benchmarks/torch_probe_semantics.py > /tmp/tp_checks/torch_probe_semantics.txt 2>&1
+    for f in benchmarks/torch_check_*.py; do
+      timeout 120 python3 "$f" > "/tmp/tp_checks/$(basename "$f" .py).txt" 2>&1
+    done ) &
+  checks=$!
+  python3 - <<'PY' > /tmp/tp_shards.txt
+import os
+files = sorted((os.path.getsize(os.path.join(d, f)), os.path.join(d, f))
+               for d, _, fs in os.walk("tests") for f in fs
+               if f.startswith("test_") and f.endswith(".py"))[::-1]
+shards = [[0, []] for _ in range(4)]
+for size, path in files:
+    shard = min(shards, key=lambda s: s[0]); shard[0] += size; shard[1].append(path)
+for _, paths in shards:
+    print(" ".join(paths))
+PY
+  i=0
+  while read -r files; do
+    timeout 420 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
+      $files > "/tmp/tp_shard$i.log" 2>&1 &
+    i=$((i+1))
+  done < /tmp/tp_shards.txt
+  wait
+  for j in 0 1 2 3; do echo "=== shard $j: $(sed -n "$((j+1))p" /tmp/tp_shards.txt)"; cat "/tmp/tp_shard$j.log"; done \
+    > "$OUT/conformance_cuda.log"
+  grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -60
+  for j in 0 1 2 3; do tail -1 "/tmp/tp_shard$j.log"; done
+  for f in /tmp/tp_checks/*.txt; do echo "$(basename "$f"): $(tail -1 "$f")"; done
+  grep -h "^MISMATCH" /tmp/tp_checks/*.txt | cut -c1-300 | head -40
+  tar -C /tmp -czf "$OUT/torch_checks_h200.tar.gz" tp_checks
 fi
 if [ "$what" = last ]; then
   timeout 150 python3 -m tensorplay bench --json "$OUT/bench_h200.json" --plot "$OUT/bench_h200.png" \
@@ -69,7 +95,7 @@ if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \
     | tee "$OUT/quick.log" | tail -60
 fi
-if [ "$what" = all ] || [ "$what" = tests ] || [ "$what" = eager ] || [ "$what" = check ] || [ "$what" = verify ]; then
+if [ "$what" = all ] || [ "$what" = tests ] || [ "$what" = eager ] || [ "$what" = check ]; then
   timeout 380 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
     tests "$@" > "$OUT/conformance_cuda.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -60

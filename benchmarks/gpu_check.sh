@@ -4,6 +4,7 @@
 # Usage: bash benchmarks/gpu_check.sh [all|check|final|tests|bench|quick|probe|eager|matmul] [args]
 # check: the elementwise check, the MLP probes and the conformance suite (fits one 10-min call)
 # final: the benchmark suite alone
+# probe: the control-flow and eager probes (where the per-step and per-op host time goes)
 # verify: the torch differential scripts beside the conformance suite (four processes)
 # last: the bench, the torch differential scripts (one tarball) and the conformance suite
 set -u
@@ -19,6 +20,9 @@ if ls .whl/nvmath_python-*cp312*.whl >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/info.txt"
 python3 -m tensorplay info 2>&1 | tee -a "$OUT/info.txt"
+if [ "$what" = probe ]; then
+  timeout 200 python3 benchmarks/controlflow_probe.py 2>&1 | tee "$OUT/controlflow_probe.txt"
+fi
 if [ "$what" = probe ] || [ "$what" = eager ]; then
   timeout 200 python3 benchmarks/eager_probe.py 2>&1 | tee "$OUT/eager_probe.txt"
 fi

@@ -156,9 +156,9 @@ class Heat:
             raise ValueError(f"Heat: steps and every must be >= 1, got steps={steps}, "
                              f"every={every}")
         dtype = tp.float32 if dtype is None else dtype
-        self.device = tp.device(device)
         self.n, self.steps, self.every = n, steps, every
-        self.u0 = tp.tensor(heat_initial(n), dtype=dtype, device=self.device)
+        self.u0 = tp.tensor(heat_initial(n), dtype=dtype, device=device)
+        self.device = self.u0.device   # with its index ("cuda" means the current device)
         self.snapshots = tp.zeros((snapshot_count(steps, every), n, n), dtype=dtype,
                                   device=self.device)
         self._scratch = (self.u0.clone(), self.u0.clone())
@@ -241,9 +241,9 @@ class Newton:
     def __init__(self, device, size: int, tol: float = NEWTON_TOL, cap: int = NEWTON_CAP,
                  dtype=None):
         dtype = tp.float32 if dtype is None else dtype
-        self.device = tp.device(device)
         self.tol, self.cap = float(tol), int(cap)
-        self.a = tp.tensor(newton_values(size), dtype=dtype, device=self.device)
+        self.a = tp.tensor(newton_values(size), dtype=dtype, device=device)
+        self.device = self.a.device   # with its index ("cuda" means the current device)
         self.residual = tp.empty_like(self.a)
         self._kernel = None   # (x, the kernel)
 

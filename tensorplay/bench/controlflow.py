@@ -140,9 +140,9 @@ class Heat:
 
     :meth:`run` is the whole workload: ``tp.fori_loop(0, steps, body, u0)`` whose body snapshots
     the grid under ``tp.cond(i % every == 0, ...)`` and then takes one step. Eagerly it reads
-    each decision on the host; inside a capture (:meth:`graph`) it is one while node holding
-    ``tp.cond``'s if/else node (the snapshot, and an empty else body for its ``false_fn``) and
-    the step. The snapshots land in ``snapshots`` (``(count, n, n)``, this object's buffer, written
+    each decision on the host; inside a capture (:meth:`graph`) it is one while node whose
+    every pass runs 8 steps (``fori_loop``'s default unrolling), each a ``tp.cond`` if/else node
+    (the snapshot, and an empty else body for its ``false_fn``) and the step. The snapshots land in ``snapshots`` (``(count, n, n)``, this object's buffer, written
     in place by the branch); :meth:`run` returns the final grid.
 
     Each step is one fused kernel writing the next grid into one of two scratch grids (never the

@@ -433,6 +433,82 @@ def test_fori_loop_body_may_return_its_counter(dev):
                   [[i64(n, dev), on(dev, [2.0])] for n in (0, 1, 4)])
 
 
+def counted(i, val):
+    """A body whose result depends on every i in order (and carries the last i)."""
+    total, poly, last = val
+    return total + i, poly * 0.5 + i.to(tp.float32), i
+
+
+@pytest.mark.parametrize("count", [0, 1, 7, 15, 16, 17, 23, 40])
+@pytest.mark.parametrize("unroll", [None, 1, 3, 8, True, False])
+@requires_accelerator
+def test_unrolled_fori_loop_matches_eager(dev, count, unroll):
+    """Every split of a static loop into passes of ``unroll`` iterations and the iterations left
+    over (run after the node) gives the eager result."""
+    def fn(total, x, last):
+        return tp.fori_loop(3, 3 + count, counted, (total, x, last), unroll=unroll)
+
+    def inputs():
+        return i64(0, dev), on(dev, [1.0, -2.0]), i64(-1, dev)
+
+    g, out = capture(fn, *inputs())
+    g.replay()
+    assert values(out) == values(fn(*inputs()))
+
+
+@requires_accelerator
+def test_unrolled_copies_run_the_body_once_each_at_capture(dev):
+    calls = []
+
+    def body(i, v):
+        calls.append(1)
+        return v + i.to(tp.float32)
+
+    for unroll, count, runs in [(None, 40, 8), (None, 15, 1), (4, 10, 4 + 2), (True, 5, 5)]:
+        calls.clear()
+        g, out = capture(lambda x: tp.fori_loop(0, count, body, x, unroll=unroll),
+                         on(dev, [0.0]))
+        g.replay()
+        assert len(calls) == runs and values(out) == [float(sum(range(count)))]
+
+
+@requires_accelerator
+def test_fresh_numbers_in_every_unrolled_copy(dev):
+    tp.manual_seed(7)
+    g, out = capture(lambda x: tp.fori_loop(0, 20, lambda i, v: v + tp.rand(1, device=dev) *
+                                            (10.0 ** -i.to(tp.float32)), x, unroll=4),
+                     tp.zeros(1, device=dev))
+    tp.manual_seed(7)
+    g.replay()
+    tp.manual_seed(7)
+    want = tp.fori_loop(0, 20, lambda i, v: v + tp.rand(1, device=dev) *
+                        (10.0 ** -i.to(tp.float32)), tp.zeros(1, device=dev))
+    np.testing.assert_allclose(to_numpy(out), to_numpy(want), rtol=1e-6)
+
+
+@requires_accelerator
+def test_unroll_errors(dev):
+    x, twenty = on(dev, [1.0]), i64(20, dev)
+    caller = tp.accelerator.current_stream()
+    g = Graph()
+    with g:
+        with pytest.raises(TypeError, match="fori_loop: unroll must be None, a bool or a "
+                                            "positive int, got str 'x'"):
+            tp.fori_loop(0, 20, lambda i, v: v, x, unroll="x")
+        with pytest.raises(ValueError, match="fori_loop: unroll must be a positive int, got 0"):
+            tp.fori_loop(0, 20, lambda i, v: v, x, unroll=0)
+        with pytest.raises(ValueError, match="unroll=4 needs loop bounds known at capture"):
+            tp.fori_loop(0, twenty, lambda i, v: v, x, unroll=4)
+        y = tp.fori_loop(0, twenty, lambda i, v: v + 1, x, unroll=1)
+    assert tp.accelerator.current_stream() == caller
+    g.replay()
+    assert values(y) == [21.0]
+    with pytest.raises(RuntimeError, match=r"fori_loop: body_fn \(captured 8 times, unrolled, "
+                                           r"for every i\) returned result with shape \(\)"):
+        with Graph():
+            tp.fori_loop(0, 16, lambda i, v: v.sum() if i.dtype == tp.int64 else v, x)
+
+
 @requires_accelerator
 def test_switch_captured_clamps_on_the_device(dev):
     def fn(k, x):

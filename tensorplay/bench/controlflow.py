@@ -142,13 +142,14 @@ class Heat:
     the grid under ``tp.cond(i % every == 0, ...)`` and then takes one step. Eagerly it reads
     each decision on the host; inside a capture (:meth:`graph`) it is one while node whose
     every pass runs 8 steps (``fori_loop``'s default unrolling), each a ``tp.cond`` if/else node
-    (the snapshot, and an empty else body for its ``false_fn``) and the step. The snapshots land in ``snapshots`` (``(count, n, n)``, this object's buffer, written
-    in place by the branch); :meth:`run` returns the final grid.
+    (the snapshot, and an empty else body for its ``false_fn``) and the step. The snapshots land
+    in ``snapshots`` (``(count, n, n)``, this object's buffer, written in place by the branch);
+    :meth:`run` returns the final grid.
 
     Each step is one fused kernel writing the next grid into one of two scratch grids (never the
     one it reads: the stencil reads neighbours), whose boundary holds ``u0``'s; the loop copies
-    it into its carried grid. Pitfall: eagerly, the grid :meth:`run` returns is one of those
-    scratch grids, overwritten by the next run.
+    it into its carried grid (captured, only after a pass's last step). Pitfall: eagerly, the
+    grid :meth:`run` returns is one of those scratch grids, overwritten by the next run.
     """
 
     def __init__(self, device, n: int, steps: int, every: int, dtype=None):

@@ -102,3 +102,22 @@ def whiles():
 
 
 report("J fori_loop, empty body (advance only)", captured(whiles))
+
+
+def plain_ifs():
+    g = tp.accelerator.graphs.current_capturing_graph()
+    for _ in range(STEPS):
+        g.begin_capture_to_if_node(false)
+        g.end_capture_to_conditional_node()
+
+
+report("I2 1000 unrolled one-body if nodes (device False), empty", captured(plain_ifs))
+
+
+def body_k(i, u):
+    tp.cond(i % EVERY == 0, heat._snapshot, nothing, (i, u))
+    return heat.step(u)
+
+
+report("K fori_loop unroll=1 (the bench before unrolling)", captured(
+    lambda: tp.fori_loop(0, STEPS, body_k, heat.u0, unroll=1)))

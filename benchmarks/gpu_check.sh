@@ -3,7 +3,7 @@
 # then the benchmark suite. Everything lands under $OUT (the device tool brings it back).
 # Usage: bash benchmarks/gpu_check.sh [all|check|final|tests|bench|quick|probe|eager|matmul] [args]
 # check: the elementwise check, the MLP probes and the conformance suite (fits one 10-min call)
-# final: the benchmark suite alone
+# final: the control-flow probe and the benchmark suite
 # probe: the control-flow and eager probes (where the per-step and per-op host time goes)
 # verify: the torch differential scripts beside the conformance suite (four processes)
 # last: the bench, the torch differential scripts (one tarball) and the conformance suite
@@ -106,6 +106,8 @@ if [ "$what" = all ] || [ "$what" = tests ] || [ "$what" = eager ] || [ "$what" 
   tail -3 "$OUT/conformance_cuda.log"
 fi
 if [ "$what" = final ]; then
+  timeout 120 python3 benchmarks/controlflow_probe.py > "$OUT/controlflow_probe.txt" 2>&1
+  cat "$OUT/controlflow_probe.txt"
   timeout 360 python3 -m tensorplay bench --json "$OUT/bench_h200.json" --plot "$OUT/bench_h200.png" \
     2>"$OUT/bench_stderr.log" | tee "$OUT/bench_h200.txt"
   tail -5 "$OUT/bench_stderr.log"

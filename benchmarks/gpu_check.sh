@@ -4,6 +4,7 @@
 # Usage: bash benchmarks/gpu_check.sh [all|check|final|tests|bench|quick|probe|eager|matmul] [args]
 # check: the elementwise check, the MLP probes and the conformance suite (fits one 10-min call)
 # final: the control-flow probe and the benchmark suite
+# mlp: where the eager MLP's time goes (profile_mlp.py)
 # probe: the control-flow and eager probes (where the per-step and per-op host time goes)
 # verify: the torch differential scripts beside the conformance suite (four processes)
 # last: the bench, the torch differential scripts (one tarball) and the conformance suite
@@ -20,6 +21,9 @@ if ls .whl/nvmath_python-*cp312*.whl >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/info.txt"
 python3 -m tensorplay info 2>&1 | tee -a "$OUT/info.txt"
+if [ "$what" = mlp ]; then
+  timeout 200 python3 benchmarks/profile_mlp.py 2>&1 | tee "$OUT/profile_mlp.txt" | head -80
+fi
 if [ "$what" = probe ]; then
   timeout 200 python3 benchmarks/controlflow_probe.py 2>&1 | tee "$OUT/controlflow_probe.txt"
 fi

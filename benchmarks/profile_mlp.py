@@ -54,6 +54,26 @@ for name, ours, cupys, torchs in cases:
     print(f"{name:28s} {row[0]:11.2f} {row[1]:9.2f} {row[2]:9.2f}")
 
 forward = _bench_models._tp_mlp("cuda")   # the bench's MLP, as the bench builds it
+print("matrix engine:", tp._runtime.dispatch.matrix_engine(x.device))
+xs = [tp.randn(B, W, device="cuda") for _ in range(4)]
+turn = iter(range(1 << 62))
+print(f"forward, host only: {host_us(lambda: forward(xs[next(turn) % 4]), calls=300):.1f} us")
+
+
+def synced():
+    forward(xs[next(turn) % 4])
+    tp.accelerator.synchronize()
+
+
+print(f"forward + synchronize: {host_us(synced, calls=300):.1f} us")
+start = tp.accelerator.Event(enable_timing=True)
+end = tp.accelerator.Event(enable_timing=True)
+start.record()
+for _ in range(100):
+    forward(xs[0])
+end.record()
+end.synchronize()
+print(f"forward, device time (events over 100 calls): {start.elapsed_time(end) * 10:.1f} us")
 
 
 for _ in range(50):

@@ -253,8 +253,9 @@ def _backend_kernel(device, name: str, compute: _dtype.dtype, kinds, operands, s
                     result: _dtype.dtype):
     """The backend's own one-kernel launcher for elementwise ``name`` over these operands
     (``elementwise_kernel`` hook: cuda's raw kernels launch cheaper than CuPy's ufuncs), or
-    None: no hook, a layout it does not take (broadcast or strided operands), or no kernel for
-    the dtypes. Then the ``xp`` ufunc or formula runs."""
+    None: no hook, a layout it does not take (strided operands, or a broadcast other than a
+    contiguous row repeated along the leading dimensions), or no kernel for the dtypes. Then the
+    ``xp`` ufunc or formula runs."""
     hook = _dispatch.elementwise_hook(device)
     if hook is None or (out is not None and not out.is_contiguous()):
         return None
@@ -262,11 +263,26 @@ def _backend_kernel(device, name: str, compute: _dtype.dtype, kinds, operands, s
     for kind, value in zip(kinds, operands):
         if kind == _ARRAY and value.is_contiguous() and value.shape == shape:
             letters.append("a")
+        elif kind == _ARRAY and _repeats_along_leading(value.shape, shape) and \
+                value.is_contiguous():
+            letters.append("r")
         elif kind == _CAST:
             letters.append("s")
         else:
             return None
     return hook(name, compute.numpy, "".join(letters), result.numpy)
+
+
+def _repeats_along_leading(operand_shape: tuple, shape: tuple) -> bool:
+    """Whether an operand of ``operand_shape`` broadcast to ``shape`` is its elements repeated
+    along ``shape``'s leading dimensions (a bias row: its shape, leading ones dropped, is a
+    suffix of ``shape``), with at least one element."""
+    start = 0
+    while start < len(operand_shape) and operand_shape[start] == 1:
+        start += 1
+    core = operand_shape[start:]
+    return len(core) <= len(shape) and tuple(shape[len(shape) - len(core):]) == tuple(core) \
+        and 0 not in shape
 
 
 def _weak_scalar_limits(kind, compute: _dtype.dtype):

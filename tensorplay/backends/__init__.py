@@ -291,7 +291,8 @@ class OptionalHooks(Protocol):
 
     def elementwise_kernel(self, op: str, compute: Any, kinds: str, out: Any) -> Callable | None:
         """A launcher ``fn(*operands, out_array)`` of one cached kernel for the elementwise
-        ``op`` over operands of ``kinds`` ("a" array, "s" scalar) in ``compute`` dtype, writing
+        ``op`` over operands of ``kinds`` ("a" array of the output's shape, "r" contiguous array
+        repeated along the output's leading dimensions, "s" scalar) in ``compute`` dtype, writing
         an ``out``-dtype array; None for a combination it has no kernel for. The launcher
         touches only the memory it is called with and says so with the attribute
         ``tp_arguments_only = True`` (the while-body scan of ``_runtime/writes.py`` then looks at

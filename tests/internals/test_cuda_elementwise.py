@@ -137,9 +137,16 @@ def test_stores_convert_once_into_the_output_dtype():
 
 def test_every_kinds_string_of_a_supported_op_gives_source():
     for op in src.OPS:
-        for kinds in map("".join, itertools.product("as", repeat=src.arity(op))):
+        for kinds in map("".join, itertools.product("ars", repeat=src.arity(op))):
             source = src.kernel_source(op, F32, kinds, src.result_dtype(op, F32))
-            assert (source is None) == (op == "where" and kinds[0] == "s"), (op, kinds)
+            assert (source is None) == (op == "where" and kinds[0] != "a"), (op, kinds)
+
+
+def test_a_row_operand_is_read_modulo_its_size():
+    source = src.kernel_source("add", F32, "ar", F32)
+    assert "const float* __restrict__ p1, const tp_i64 m1" in source
+    assert "p1[i % m1]" in source and "p0[i]" in source
+    assert src.kernel_source("add", F32, "ax", F32) is None
 
 
 @pytest.mark.parametrize("compute, out, accumulator", [
@@ -262,3 +269,22 @@ def test_gpu_small_sum(ew, n):
     ftotal = cupy.empty((), F32)
     ew.sum_kernel(F32, F32)(cupy.asarray(values), ftotal)
     assert float(ftotal) == pytest.approx(float(values.astype(F64).sum()), rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((8, 512), (512,)), ((2, 3, 4), (1, 4)),
+                                              ((2, 3, 4), (3, 4)), ((5,), ()), ((3, 7), (1, 1))])
+def test_tensor_ops_with_a_row_operand_take_the_row_kernel(ew, a_shape, b_shape):
+    """``h + b`` with a bias row (and a 0-d or one-element operand) launches one raw kernel
+    reading the row modulo its size, in either operand order, in place too."""
+    import tensorplay as tp
+    from tensorplay._tensor import elementwise as engine
+
+    a, b = _random(a_shape, F32), _random(b_shape, F32, 1)
+    ta, tb = tp.tensor(a, device="cuda"), tp.tensor(b, device="cuda")
+    np.testing.assert_array_equal((ta + tb).cpu().numpy(), a + b)
+    np.testing.assert_array_equal((tb * ta).cpu().numpy(), b * a)
+    np.testing.assert_array_equal(tp.maximum(ta, tb).cpu().numpy(), np.maximum(a, b))
+    plan = engine._plans[("add", engine._signature(ta), engine._signature(tb), ())]
+    assert plan.fast is not None and "r" in ew._made[plan.fast][0][3]
+    ta.sub_(tb)
+    np.testing.assert_array_equal(ta.cpu().numpy(), a - b)

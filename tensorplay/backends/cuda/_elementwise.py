@@ -83,6 +83,25 @@ def _make(key: tuple, source: str | None, name: str, halves: bool):
     return kernel
 
 
+def _row_launcher(kernel, kinds: str) -> Callable:
+    """The launcher of a kernel with ``"r"`` operands: each is followed by its element count."""
+    get = _sizes.get
+    block = _BLOCK
+    rows = tuple(k == "r" for k in kinds)
+
+    def launch(*args):
+        out = args[-1]
+        entry = get(out.size) or _geometry(out.size)
+        if entry is not None:
+            params: list = []
+            for arg, row in zip(args, rows):
+                params.append(arg)
+                if row:
+                    params.append(np.int64(arg.size))
+            kernel(entry[0], block, (*params, out, entry[1]))
+    return launch
+
+
 def _launcher(kernel, count: int) -> Callable:
     """The per-arity launcher over ``kernel`` (no ``*args``: that costs a tuple per call)."""
     get = _sizes.get
@@ -132,8 +151,11 @@ def elementwise_kernel(op: str, compute: np.dtype, kinds: str, out: np.dtype) ->
         compute: the dtype of every operand (``where``'s condition excepted: a bool array) and of
             the arithmetic (float16/bfloat16 compute in float32).
         kinds: one letter per operand: ``"a"``, a C-contiguous CuPy array of ``compute`` dtype
-            and exactly the output's shape; ``"s"``, a NumPy scalar of exactly ``compute`` dtype
-            (another scalar type would be passed with the wrong width: not checked, for speed).
+            and exactly the output's shape; ``"r"``, a non-empty C-contiguous CuPy array of
+            ``compute`` dtype whose shape is a suffix of the output's after dropping its leading
+            ones (a bias row: repeated along the output's leading dimensions); ``"s"``, a NumPy
+            scalar of exactly ``compute`` dtype (another scalar type would be passed with the
+            wrong width: not checked, for speed).
         out: the dtype of the output array.
 
     Returns:
@@ -184,7 +206,7 @@ def _build(op, compute, kinds: str, out):
     kernel = _make(key, source, name, halves)
     if kernel is _UNSUPPORTED:
         return _UNSUPPORTED
-    launch = _launcher(kernel, len(kinds))
+    launch = _row_launcher(kernel, kinds) if "r" in kinds else _launcher(kernel, len(kinds))
     if compute == _BF16 and "s" in kinds:
         launch = _with_bf16_scalars(launch, tuple(k for k, c in enumerate(kinds) if c == "s"))
     # the while-body scan looks at its arguments only (a function attribute mypy cannot type)

@@ -187,14 +187,17 @@ def kernel_source(op: str, compute, kinds: str, out) -> str | None:
         compute: the dtype every operand has (``where``'s condition excepted, which is bool) and
             the op computes in (float16/bfloat16 compute in float).
         kinds: one letter per operand, ``"a"`` for a C-contiguous array of the output's shape,
-            ``"s"`` for a scalar passed by value (float16/bfloat16 scalars as their 16 bits).
-            ``where``'s condition must be ``"a"``.
+            ``"r"`` for a C-contiguous array of ``m`` elements repeated along the output's
+            leading dimensions (its shape a suffix of the output's: a bias row), read at
+            ``i % m``, ``"s"`` for a scalar passed by value (float16/bfloat16 scalars as their
+            16 bits). ``where``'s condition must be ``"a"``.
         out: the output array's dtype.
 
     Returns:
         Source defining ``extern "C" __global__ void NAME(operands..., OUT* out, long long n)``
-        with ``NAME = kernel_name(...)``: array operands are ``const STORAGE*``, scalars are
-        ``STORAGE`` by value. None for an unknown op, an unsupported compute or out dtype, a
+        with ``NAME = kernel_name(...)``: array operands are ``const STORAGE*`` (an ``"r"``
+        operand followed by its element count ``long long m``), scalars are ``STORAGE`` by
+        value. None for an unknown op, an unsupported compute or out dtype, a
         kinds string of the wrong length or letters, or a store that is not one defined
         conversion (see :func:`result_dtype`).
     """
@@ -222,8 +225,8 @@ def program_source(steps, compute, kinds: str, out, name: str | None = None) -> 
             ``k``. Every step but the last must give ``compute`` (no comparison).
         compute: the dtype of every external operand (``where``'s condition excepted: bool) and
             of every step's arithmetic, as :func:`kernel_source` takes it.
-        kinds: one letter per external operand, ``"a"`` (a C-contiguous array of the output's
-            shape) or ``"s"`` (a scalar by value), as :func:`kernel_source` takes them.
+        kinds: one letter per external operand, ``"a"``, ``"r"`` or ``"s"``, as
+            :func:`kernel_source` takes them.
         out: the output array's dtype (the last step's result is stored into it once).
         name: the kernel's name (default :func:`program_name`).
 
@@ -232,7 +235,7 @@ def program_source(steps, compute, kinds: str, out, name: str | None = None) -> 
         n)``: every step computes in registers, only the last result is stored.
     """
     dtypes = _normalize(compute, out)
-    if dtypes is None or not isinstance(kinds, str) or set(kinds) - {"a", "s"} or not steps:
+    if dtypes is None or not isinstance(kinds, str) or set(kinds) - {"a", "r", "s"} or not steps:
         return None
     compute, out = dtypes
     if compute not in _ALL or out not in _ALL:
@@ -281,6 +284,10 @@ def program_source(steps, compute, kinds: str, out, name: str | None = None) -> 
         if kind == "a":
             params.append(f"const {store_type}* __restrict__ p{k}")
             loaded.append(f"        const {local_type} {local} = {_load(dtype, f'p{k}[i]')};")
+        elif kind == "r":   # repeats along the leading dimensions: element i % m
+            params.append(f"const {store_type}* __restrict__ p{k}, const tp_i64 m{k}")
+            loaded.append(f"        const {local_type} {local} = "
+                          f"{_load(dtype, f'p{k}[i % m{k}]')};")
         else:   # a scalar: converted once, before the loop
             params.append(f"const {store_type} v{k}")
             hoisted.append(f"    const {local_type} {local} = {_load(dtype, f'v{k}')};")

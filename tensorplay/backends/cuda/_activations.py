@@ -7,15 +7,14 @@ launch one kernel per call. Here :func:`softmax` ``(x, dim, out, log)`` is a
 elementwise activations (gelu, silu, sigmoid, erf) are raw kernels of ``_elementwise.py``.
 
 float16 computes in float32 and rounds once when stored; float64 computes in double. Kernels are
-built on first use per (kind, dtype) and compiled and loaded by CuPy on first use per device;
-that first call runs under relaxed capture mode (loading a module inside a global-mode capture is
-refused). The two small temporaries come from CuPy's allocator, which tensorplay routes into
-the graph's pool while a stream captures. Nothing here synchronizes the host.
+made once per (kind, dtype) in the backend's one kernel cache (``_kernels``) and compiled and
+loaded by CuPy on first use per device; that first call runs under relaxed capture mode (loading
+a module inside a global-mode capture is refused). The two small temporaries come from CuPy's
+allocator, which tensorplay routes into the graph's pool while a stream captures. Nothing here
+synchronizes the host.
 """
 
 from __future__ import annotations
-
-import threading
 
 from typing import Any
 
@@ -23,7 +22,6 @@ import cupy
 import numpy as np
 
 from . import _kernels as _kernel_cache
-from ._runtime import relaxed_capture_mode
 
 __all__ = ["softmax", "erf"]
 
@@ -36,11 +34,6 @@ _FLOAT = ("float", "float32", {"exp": "expf", "log": "logf", "erf": "erff", "tan
           "-__int_as_float(0x7f800000)")
 _COMPUTE = {np.dtype(np.float16): _FLOAT, np.dtype(np.float32): _FLOAT,
             np.dtype(np.float64): _DOUBLE}
-
-_kernels: dict[tuple, object] = {}
-_warm: set[tuple] = set()
-_lock = threading.Lock()
-
 
 _BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which tensorplay imports first
 
@@ -70,13 +63,8 @@ def _build(key: tuple):
 
 
 def _kernel(key: tuple):
-    kernel = _kernels.get(key)
-    if kernel is None:
-        with _lock:
-            kernel = _kernels.get(key)
-            if kernel is None:
-                kernel = _kernels[key] = _build(key)
-    return kernel
+    """The CuPy kernel for ``key`` (``(kind, dtype)``), made once in the backend's kernel cache."""
+    return _kernel_cache.cached(("softmax",) + key, lambda: _build(key))
 
 
 def _check_pair(x, out, what: str) -> None:
@@ -89,15 +77,20 @@ def _check_pair(x, out, what: str) -> None:
 
 
 def _run(keys: tuple, device_id: int, call) -> None:
-    """``call()`` now, under relaxed capture mode the first time ``keys`` run on the device
-    (where CuPy compiles and loads them)."""
-    warm = (keys, device_id)
-    if warm in _warm:
+    """``call()`` now; the first time ``keys`` run on the device (where CuPy compiles and loads
+    them) through the kernel cache's :func:`~._kernels.warm`, under relaxed capture mode."""
+    warm_key = ("softmax",) + keys
+    if _kernel_cache.is_warm(warm_key, device_id):
         call()
         return
-    with relaxed_capture_mode():
+    ran = []
+
+    def first() -> None:
         call()
-    _warm.add(warm)
+        ran.append(True)
+    _kernel_cache.warm(warm_key, device_id, first)
+    if not ran:   # another thread warmed them meanwhile
+        call()
 
 
 def softmax(x, dim: int, out, log: bool) -> None:

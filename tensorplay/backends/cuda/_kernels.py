@@ -2,9 +2,8 @@
 ``cupy.RawKernel``), compiled lazily per device.
 
 Every kernel object the backend builds (these, the elementwise and fused-chain kernels of
-``_elementwise.py``, ``erf``) is made once through :func:`cached` and loaded once per device
-through :func:`warm`; nothing compiles at import. (``_activations.py``'s softmax kernels still
-keep a small cache of their own.)
+``_elementwise.py``, ``_activations.py``'s erf and softmax kernels) is made once through
+:func:`cached` and loaded once per device through :func:`warm`; nothing compiles at import.
 
 - ``tp_set_conditional(handle, const bool* pred)``: sets a conditional node's handle from a
   device predicate with ``cudaGraphSetConditional`` (a device-runtime builtin the driver resolves

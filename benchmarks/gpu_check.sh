@@ -35,7 +35,6 @@ if [ "$what" = eager ] || [ "$what" = all ] || [ "$what" = check ]; then
   echo "check_cuda_elementwise exit $?"; tail -25 "$OUT/check_cuda_elementwise.txt"
 fi
 if [ "$what" = matmul ] || [ "$what" = all ] || [ "$what" = check ]; then
-  timeout 120 python3 benchmarks/mlp_probe.py > "$OUT/mlp_probe.txt" 2>&1; cat "$OUT/mlp_probe.txt"
   timeout 120 python3 benchmarks/profile_mlp.py > "$OUT/profile_mlp.txt" 2>&1; head -60 "$OUT/profile_mlp.txt"
 fi
 if [ "$what" = matmul ]; then

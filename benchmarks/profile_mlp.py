@@ -1,5 +1,7 @@
 """Where the eager MLP's host time goes on the GPU machine: per-op host costs of one layer's ops
-(tensorplay, CuPy, torch side by side) and a cProfile of the tensorplay forward."""
+(tensorplay, CuPy, torch side by side), the bench's forward timed host-only, synchronized and on
+the device, its compiled form with and without workspace for the captured GEMMs
+(``_matmul.LEAN_IN_CAPTURE``), and a cProfile of the eager forward."""
 
 import cProfile
 import io
@@ -11,6 +13,7 @@ import numpy as np
 import torch
 
 import tensorplay as tp
+from tensorplay.backends.cuda import _matmul
 from tensorplay.bench import models as _bench_models
 
 W, B = 512, 8
@@ -66,6 +69,17 @@ def synced():
 
 
 print(f"forward + synchronize: {host_us(synced, calls=300):.1f} us")
+compiled = tp.compile(forward)
+compiled(xs[0])
+_matmul.LEAN_IN_CAPTURE = True   # captured GEMMs without workspace (no split-K)
+lean = tp.compile(_bench_models._tp_mlp("cuda"))
+lean(xs[0])
+_matmul.LEAN_IN_CAPTURE = False
+for label, fn in (("compiled", compiled), ("compiled, lean GEMMs", lean)):
+    def run_synced(fn=fn):
+        fn(xs[next(turn) % 4])
+        tp.accelerator.synchronize()
+    print(f"{label}: {host_us(run_synced, calls=300):.1f} us (synchronized per call)")
 start = tp.accelerator.Event(enable_timing=True)
 end = tp.accelerator.Event(enable_timing=True)
 start.record()

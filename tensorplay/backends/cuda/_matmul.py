@@ -62,7 +62,7 @@ _WORKSPACE_LIMIT = 32 << 20   # the most workspace an algorithm may ask for
 # takes on the device. Inside a capture the allocation is paid once, so captures may use one.
 _LEAN_LIMIT = 1 << 27
 #: Whether captured products of that size also go without workspace (a tuning switch, read when
-#: a product is planned; benchmarks/mlp_probe.py measures both).
+#: a product is planned; benchmarks/profile_mlp.py measures both).
 LEAN_IN_CAPTURE = False
 _CUDA_R_32F, _CUDA_R_64F, _CUDA_R_16F, _CUDA_C_32F, _CUDA_C_64F, _CUDA_R_16BF = 0, 1, 2, 4, 5, 14
 # numpy dtype -> (cudaDataType of the data, cudaDataType of alpha/beta, compute type name)

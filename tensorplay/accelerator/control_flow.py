@@ -321,12 +321,18 @@ def _sequence(api: str, name: str, value) -> None:
 
 def _graph_for(tensors: list[Tensor]) -> tuple[Graph | None, Any]:
     """The graph the call records into, and its device; ``(None, None)``: run eagerly. The
-    first accelerator tensor's device decides; only host tensors mean eager; no tensors at all,
-    the current device."""
+    first accelerator device among the tensors' whose current stream captures decides (so a
+    predicate on another device than the capture's is refused by the device checks, not read
+    once at capture); none capturing, or only host tensors, mean eager; no tensors at all, the
+    current device."""
+    first = None
     for tensor in tensors:
         device = tensor.device
-        if device.type != "cpu":
-            return current_capturing_graph(device), device
+        if device.type != "cpu" and device != first:
+            graph = current_capturing_graph(device)
+            if graph is not None:
+                return graph, device
+            first = first or device
     if tensors:
         return None, None
     graph = current_capturing_graph()

@@ -632,6 +632,22 @@ def test_forms_nest_in_low_level_conditional_bodies(dev):
     assert acc.item() == ((0 + 1) * 10 + 1) * 10 + 1
 
 
+@pytest.mark.parametrize("mode", ["global", "relaxed"])
+@requires_devices(2)
+def test_a_predicate_on_another_device_than_the_capture_is_refused(mode):
+    """Not read once at capture (which would bake one branch into the graph): refused."""
+    x = on(accelerator_device(0), [0.0, 0.0])
+    pred = tp.tensor(True, device=accelerator_device(1))
+    index = i64(1, accelerator_device(1))
+    calls = [(lambda: tp.cond(pred, lambda a: a + 1, lambda a: a - 1, (x,)), "cond: pred"),
+             (lambda: tp.switch(index, [lambda a: a, lambda a: a + 1], x), "switch: index")]
+    for call, what in calls:
+        with pytest.raises(RuntimeError, match=f"{what} is on .*:1, but this call is captured "
+                                               f"into a graph on .*:0"):
+            with Graph(capture_error_mode=mode):
+                call()
+
+
 @requires_devices(2)
 def test_captured_on_device_one():
     dev1 = accelerator_device(1)

@@ -246,7 +246,7 @@ class Event:
 
         Raises:
             TypeError: ``end_event`` is not an Event. RuntimeError: an event without timing,
-                not recorded, or not completed.
+                not recorded, recorded on another device than the other, or not completed.
         """
         if not isinstance(end_event, Event):
             raise wrong_kind("Event.elapsed_time()", "a tensorplay Event (the end event)",
@@ -256,6 +256,9 @@ class Event:
                                "enable_timing=True")
         if self._native is None or end_event._native is None:
             raise RuntimeError("elapsed_time() needs both events to have been recorded")
+        if self.device_index != end_event.device_index:
+            raise RuntimeError(f"elapsed_time() needs both events on one device, got device "
+                               f"{self.device_index} and device {end_event.device_index}")
         return require_accelerator().event_elapsed_ms(self._native, end_event._native)
 
     def __repr__(self) -> str:
@@ -266,6 +269,7 @@ class Event:
 def _stream_or_current(stream, call: str) -> Stream:
     """``stream``, or this thread's current stream when None; TypeError for anything else."""
     if stream is None:
+        require_accelerator()   # host-only: say so, not fail inside the state lookup
         return current_stream(_state.current_device_index())
     if not isinstance(stream, Stream):
         raise wrong_kind(call, "a tensorplay Stream or None", stream)

@@ -795,12 +795,12 @@ def fori_loop(lower: Tensor | int, upper: Tensor | int, body_fn: Callable[[Tenso
 
     ``i`` is a 0-d int64 tensor in both modes (on the device of ``init_val``'s first tensor,
     eagerly), so a body behaves the same eagerly and captured; do not modify it in place.
-    Eagerly the bounds are read on the host once and the loop is a Python loop (``unroll`` has
-    no effect). Inside a capture the loop is a while node over a counter on the device (see the
-    module docstring) whose body holds ``unroll`` consecutive iterations: ``body_fn`` runs at
-    capture once per copy, each copy taking the previous one's result, and the
-    ``(upper - lower) % unroll`` iterations left over run after the node. ``lower >= upper``
-    runs no iteration.
+    Eagerly the bounds are read on the host once and the loop is a Python loop (``unroll`` is
+    checked as when captured, so a call valid eagerly is valid captured, but changes nothing).
+    Inside a capture the loop is a while node over a counter on the device (see the module
+    docstring) whose body holds ``unroll`` consecutive iterations: ``body_fn`` runs at capture
+    once per copy, each copy taking the previous one's result, and the ``(upper - lower) %
+    unroll`` iterations left over run after the node. ``lower >= upper`` runs no iteration.
 
     Unrolling is what makes a captured loop of short bodies fast: on an H200 each pass of a
     while node costs about 5 us beyond its kernels, about four kernel launches' worth, and

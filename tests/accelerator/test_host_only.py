@@ -48,6 +48,8 @@ DEVICE_CALLS = {
     "random.seed": lambda: accelerator.random.seed(),
     "random.seed_all": lambda: accelerator.random.seed_all(),
     "random.initial_seed": lambda: accelerator.random.initial_seed(),
+    "Event().record()": lambda: tp.Event().record(),
+    "Event().wait()": lambda: tp.Event().wait(),
 }
 
 

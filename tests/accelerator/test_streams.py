@@ -195,6 +195,16 @@ def test_elapsed_time_needs_timing_events():
         start.elapsed_time(end)
 
 
+@requires_devices(2)
+def test_elapsed_time_refuses_events_of_two_devices_before_waiting_for_them():
+    start, end = tp.Event(enable_timing=True), tp.Event(enable_timing=True)
+    start.record(tp.Stream(device=0))
+    end.record(tp.Stream(device=1))
+    with pytest.raises(RuntimeError, match="needs both events on one device, got device 0 "
+                                           "and device 1"):
+        start.elapsed_time(end)
+
+
 def test_many_small_ops_across_two_streams_give_numpy_results():
     dev = accelerator_device(0)
     caller = tp.accelerator.current_stream()

@@ -56,6 +56,29 @@ def test_cache_hits_misses_and_equality_with_eager():
 
 
 @requires_accelerator
+def test_a_new_layout_is_a_new_signature_and_keeps_its_strides():
+    """A transposed input is captured as transposed (what the function sees is what eager sees),
+    and never replays a graph captured for the contiguous layout."""
+    dev = accelerator_device(0)
+    scaled = tp.compile(lambda a: a * (2.0 if a.is_contiguous() else 3.0))
+    flat = tp.compile(lambda a: a.view(-1) * 2)
+    a, t = tp.ones(2, 3, device=dev), tp.ones(3, 2, device=dev).T
+    for _ in range(3):
+        assert scaled(a)[0, 0].item() == 2.0
+        flat(a)
+    for _ in range(3):
+        assert scaled(t)[0, 0].item() == 3.0
+        with pytest.raises(RuntimeError, match="view size is not compatible"):
+            flat(t)
+    assert scaled.cache_info["graphs"] == 2
+    base = tp.zeros(3, 2, device=dev)
+    bump = tp.compile(lambda x, y: x.add_(y))
+    for _ in range(4):
+        bump(base.T, tp.ones(2, 3, device=dev))
+    assert to_numpy(base).tolist() == [[4.0, 4.0]] * 3
+
+
+@requires_accelerator
 def test_lru_eviction_resets_the_oldest_graph():
     dev = accelerator_device(0)
     compiled = tp.compile(lambda x: x * 2, cache_size=2)

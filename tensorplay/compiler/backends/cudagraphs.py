@@ -1,8 +1,10 @@
 """The ``cudagraphs`` compile backend: capture once per input signature, then stage and replay.
 
-For each new signature — the shapes, dtypes and devices of the tensor arguments and the values of
-the others — the first call runs the function eagerly (the warm-up, whose result it returns),
-then captures it into a :class:`~tensorplay.accelerator.Graph` over static copies of the inputs.
+For each new signature — the shapes, strides, dtypes and devices of the tensor arguments and the
+values of the others — the first call runs the function eagerly (the warm-up, whose result it
+returns), then captures it into a :class:`~tensorplay.accelerator.Graph` over static copies of
+the inputs (with the inputs' strides where their elements are dense, so the function sees the
+layout it sees eagerly).
 Later calls with that signature copy the fresh inputs onto the static ones, replay, and copy the
 static copies the function wrote back into the caller's tensors, all in one
 ``Graph.stage_and_launch``. Every graph of one compiled function shares one memory pool.
@@ -34,7 +36,7 @@ from collections import OrderedDict
 from ... import accelerator
 from ..._runtime import dispatch as _dispatch, writes as _writes
 from ..._runtime.select import accelerator_backend
-from ..._tensor import linalg as _linalg, rewrite as _rewrite
+from ..._tensor import creation as _creation, linalg as _linalg, rewrite as _rewrite
 from ..._tensor.tensor import Tensor
 
 log = logging.getLogger("tensorplay.compiler")
@@ -46,7 +48,7 @@ def _flatten(value, tensors: list, spec_out: list):
     """Flatten nested tuples/lists/dicts; tensors go to ``tensors``, the structure to a spec."""
     if isinstance(value, Tensor):
         tensors.append(value)
-        return ("T", value.shape, value.dtype, value.device)
+        return ("T", value.shape, value.dtype, value.device, value.stride())
     if isinstance(value, (tuple, list)):
         return (type(value).__name__, tuple(_flatten(v, tensors, spec_out) for v in value))
     if isinstance(value, dict):
@@ -57,6 +59,27 @@ def _flatten(value, tensors: list, spec_out: list):
         raise TypeError(f"compiled functions take tensors and hashable values; got an "
                         f"unhashable {type(value).__name__}") from None
     return ("V", type(value), value)
+
+
+def _static_copy(tensor: Tensor) -> Tensor:
+    """A graph-owned copy of an input with the input's strides (so the captured function sees
+    the layout an eager call sees: ``is_contiguous()``, ``view`` ...) when its elements are
+    dense in some order (a transpose or permutation of a contiguous tensor); else a contiguous
+    copy (expanded or gapped inputs)."""
+    shape, strides = tuple(tensor.shape), tensor.stride()
+    if tensor.is_contiguous():
+        return tensor.clone()
+    order = sorted(range(len(shape)), key=lambda d: -strides[d])   # outermost first
+    expected = 1
+    for d in reversed(order):
+        if shape[d] != 1 and strides[d] != expected:
+            return tensor.clone()
+        expected *= shape[d]
+    base = _creation.empty(tuple(shape[d] for d in order), dtype=tensor.dtype,
+                           device=tensor.device)
+    static = base.permute(*sorted(range(len(shape)), key=order.__getitem__))
+    static.copy_(tensor)
+    return static
 
 
 def _rebuild(spec, tensors):
@@ -238,7 +261,7 @@ class CudaGraphsFunction:
         if self._pool is None:
             self._pool = accelerator.graph_pool_handle()
         with accelerator.device_index(device.index):
-            static_inputs = [t.clone() for t in tensors]
+            static_inputs = [_static_copy(t) for t in tensors]
             static_iter = iter(static_inputs)
             static_args = _rebuild(signature[0], static_iter)
             static_kwargs = _rebuild(signature[1], static_iter)

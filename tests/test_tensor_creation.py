@@ -26,8 +26,8 @@ def test_tensor_with_dtype_and_from_tensors(device):
     assert t.dtype == tp.int32 and to_numpy(t).tolist() == [1, -2]
     nested = tp.tensor([tp.tensor(1.0), tp.tensor(2.0)], device=device)
     assert to_numpy(nested).tolist() == [1.0, 2.0]
-    copy = tp.tensor(t)
-    assert copy.device == tp.device("cpu") and copy.tolist() == [1, -2]
+    copy = tp.tensor(t)   # a copy on t's device, as torch.tensor(t)
+    assert copy.device == t.device and copy.tolist() == [1, -2]
 
 
 def test_tensor_copies_as_tensor_and_from_numpy_share():

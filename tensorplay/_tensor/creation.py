@@ -60,11 +60,9 @@ def _host_array(data, dtype=None) -> np.ndarray:
 
     Python numbers (and nested lists of them) are checked as PyTorch checks each value it
     stores: RuntimeError for a value that overflows the dtype it is stored as (``dtype``, or
-    int64 for ints), ValueError/TypeError for ragged nesting. NumPy arrays and tensors are
-    taken as they are (a later cast wraps, as in PyTorch).
+    int64 for ints), ValueError/TypeError for ragged nesting. NumPy arrays are taken as they
+    are (a later cast wraps, as in PyTorch); tensor() copies a Tensor itself.
     """
-    if isinstance(data, Tensor):
-        return np.array(data._host_copy("tensor(Tensor)"), copy=True)
     if isinstance(data, np.ndarray):
         return data
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten(data)):
@@ -222,7 +220,13 @@ def tensor(data, dtype=None, device=None) -> Tensor:
         ValueError: with no ``dtype``, a Python int beyond int64 (``tensor([2**63])``), as in
             PyTorch.
         ValueError/TypeError: ragged nested lists (``expected sequence of length 2 at dim 1``).
+
+    A Tensor ``data`` is copied on its own device unless ``device`` is given, as PyTorch's
+    ``torch.tensor(t)`` does (``t.clone().detach()`` says the same more plainly).
     """
+    if isinstance(data, Tensor):
+        return data.to(device=data.device if device is None else device,
+                       dtype=data.dtype if dtype is None else dtype, copy=True)
     return _from_host(_host_array(data, dtype), device, dtype)
 
 
@@ -286,11 +290,14 @@ def full(size, fill_value, dtype=None, device=None) -> Tensor:
     """A tensor filled with ``fill_value`` (its dtype inferred from the value by default).
 
     Raises:
-        RuntimeError: a value the dtype cannot hold without overflow (300 for int8), as in
-            PyTorch.
+        RuntimeError: a value the dtype cannot hold without overflow (300 for int8; a complex
+            value with a nonzero imaginary part for a real dtype), as in PyTorch. A float into
+            an integer dtype is truncated toward zero, as in PyTorch.
     """
     if dtype is None:
         dtype = _dtype.result_type(fill_value)
+    elif isinstance(fill_value, (complex, np.complexfloating)):
+        fill_value = _complex_fill_value(fill_value, _dtype.to_dtype(dtype), "full")
     out = empty(*_shape((size,) if isinstance(size, int) else (size,)), dtype=dtype,
                 device=device)
     return out.fill_(fill_value)
@@ -331,6 +338,39 @@ def full_like(other: Tensor, fill_value, dtype=None, device=None) -> Tensor:
     return full(other.shape, fill_value, dtype=dtype, device=device)
 
 
+def _complex_fill_value(value, dtype: _dtype.dtype, call: str):
+    """A complex ``value`` to store into ``dtype``, converted as PyTorch converts it: kept for a
+    complex dtype, true unless zero for bool (the imaginary part counts), its real part for
+    another dtype when the imaginary part is zero; otherwise RuntimeError."""
+    if dtype.is_complex:
+        return value
+    if dtype is _dtype.bool:
+        return bool(value)
+    if value.imag:
+        raise RuntimeError(f"{call}: value {value} cannot be converted to type {dtype.name} "
+                           f"without overflow: its imaginary part is not zero; give a complex "
+                           f"dtype (complex64 or complex128) or a real value")
+    return value.real
+
+
+_REAL_SCALARS = (int, float, np.integer, np.floating, np.bool_)
+_SCALARS = _REAL_SCALARS + (complex, np.complexfloating)
+
+
+def _host_scalar(value, call: str, name: str):
+    """``value`` as a host number: a one-element Tensor is read on the host (waiting for its
+    device), as PyTorch reads a tensor given for a number argument."""
+    if isinstance(value, Tensor):
+        if value.numel() != 1:
+            raise TypeError(f"{call}(): argument '{name}' must be a number or a one-element "
+                            f"tensor, got a tensor of shape {value.shape}")
+        return value.item()
+    if not isinstance(value, _SCALARS):
+        raise TypeError(f"{call}(): argument '{name}' must be a number or a one-element tensor, "
+                        f"not {type(value).__name__}")
+    return value
+
+
 def _generated(shape, dtype, device, name, make):
     """A tensor whose kernel fills it with ``make(xp, out)`` (no host data involved)."""
     out = empty(*shape, dtype=dtype, device=device)
@@ -344,7 +384,9 @@ def _generated(shape, dtype, device, name, make):
 
 
 def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
-    """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``.
+    """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``; each may be a
+    number or a one-element tensor (read on the host). The dtype is int64 when all three are
+    integral, else the default dtype, as in PyTorch.
 
     Raises:
         RuntimeError: an infinite or nan bound or step ("unsupported range"), a zero step, or a
@@ -352,6 +394,12 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
     """
     if end is None:
         start, end = 0, start
+    start, end, step = (_host_scalar(start, "arange", "start"), _host_scalar(end, "arange", "end"),
+                        _host_scalar(step, "arange", "step"))
+    if not (isinstance(start, _REAL_SCALARS) and isinstance(end, _REAL_SCALARS) and
+            isinstance(step, _REAL_SCALARS)):
+        raise RuntimeError(f"arange: complex bounds or step ({start}, {end}, {step}) are not "
+                           f"supported; give real numbers")
     for value in (start, end, step):
         if isinstance(value, (float, np.floating)) and not math.isfinite(value):
             raise RuntimeError(f"arange: unsupported range: {start} -> {end} with step {step} "
@@ -361,10 +409,12 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
     if (end - start) * step < 0:
         raise RuntimeError(f"arange: the range from {start} to {end} with step {step} is empty "
                            f"in the wrong direction; upper bound and step must agree in sign")
-    if dtype is None:
-        dtype = _dtype.result_type(start, end, step)
+    exact = all(isinstance(v, (int, np.integer, np.bool_)) for v in (start, end, step))
+    if exact:  # Python ints: no NumPy fixed-width overflow in the bounds' arithmetic
+        start, end, step = int(start), int(end), int(step)
+    if dtype is None:  # PyTorch: int64 when all three are integral (bool counts), else default
+        dtype = _dtype.int64 if exact else _dtype.get_default_dtype()
     count = max(0, math.ceil((end - start) / step))
-    exact = all(isinstance(v, (int, np.integer)) for v in (start, end, step))
 
     def make(xp, out):
         if exact:
@@ -375,9 +425,24 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
 
 
 def linspace(start, end, steps: int, dtype=None, device=None) -> Tensor:
-    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (numbers or
+    one-element tensors, read on the host). The dtype is the default dtype, or the default
+    complex dtype (complex64) when ``start`` or ``end`` is complex, as in PyTorch.
+
+    Raises:
+        RuntimeError: a complex ``start`` or ``end`` with a real ``dtype``, as in PyTorch.
+    """
     if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
         raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
+    start, end = _host_scalar(start, "linspace", "start"), _host_scalar(end, "linspace", "end")
+    if not (isinstance(start, _REAL_SCALARS) and isinstance(end, _REAL_SCALARS)):
+        complex_dtype = _dtype.complex64  # the default complex dtype (the default is float32)
+        if dtype is None:
+            dtype = complex_dtype
+        elif not _dtype.to_dtype(dtype).is_complex:
+            raise RuntimeError(f"linspace: inferred dtype {complex_dtype.name} (start={start}, "
+                               f"end={end}) can't be safely cast to passed dtype "
+                               f"{_dtype.to_dtype(dtype).name}; pass a complex dtype")
     dtype = _dtype.get_default_dtype() if dtype is None else dtype
     return _generated((steps,), dtype, device, "linspace",
                       lambda xp, out: out.__setitem__(Ellipsis, xp.linspace(start, end, steps)))

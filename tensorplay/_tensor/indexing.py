@@ -28,6 +28,7 @@ from .. import _dtype
 from . import elementwise as _ops
 from . import transfer as _transfer
 from . import creation as _creation
+from .scatter import check_range as _check_range
 from .tensor import Tensor, _normalize_dim
 from .views import _make_view, unsqueeze_stride
 
@@ -63,7 +64,10 @@ def _as_index_tensor(item, device) -> Tensor:
         index = _creation.tensor(item)
     else:
         try:
-            index = _creation.tensor(item)
+            # PyTorch makes a list index int64 (bool/uint8 aside), so an empty one is an
+            # empty int64 index, not the float32 that tensor([]) gives
+            index = _creation.tensor(item, dtype=_dtype.int64) if _empty_list(item) \
+                else _creation.tensor(item)
         except (TypeError, ValueError) as error:
             raise IndexError(f"only integers, slices (`:`), ellipsis (`...`), None, bools and "
                              f"integer or boolean tensors are valid indices (got {item!r}: "
@@ -75,6 +79,11 @@ def _as_index_tensor(item, device) -> Tensor:
     if index.dtype is _dtype.uint8:  # a byte mask, as in PyTorch; xp needs bool for masks
         index = index.to(_dtype.bool)
     return index if index.device == device else index.to(device)
+
+
+def _empty_list(item) -> bool:
+    """A list holding no element at any depth (``[]``, ``[[], []]``)."""
+    return isinstance(item, list) and builtins.all(_empty_list(x) for x in item)
 
 
 def _consumed(item) -> int:
@@ -301,10 +310,10 @@ def setitem(tensor: Tensor, key, value) -> None:
 
         def kernel():
             view[...] = array
-    elif _single_mask(parsed) and _prod(value_shape) <= 1:
+    elif _single_mask(parsed) and _prod(value_shape) == 1:
         kernel = _masked_write(tensor, view, parsed, array, value_shape)
     else:
-        if _prod(value_shape) > 1:
+        if _prod(value_shape) != 1:   # an empty value fits only an empty selection
             counts = [_mask_count(index, "boolean mask assignment") if _is_mask(index)
                       else None for _, index in parsed.advanced]
             array = _fit_value(array, value_shape, _advanced_shape(view.shape, parsed, counts),
@@ -446,7 +455,13 @@ def _int_index(index, device, op: str) -> Tensor:
 
 
 def index_select(input, dim: int, index) -> Tensor:
-    """The slices at ``index`` (a 1-D or 0-d integer tensor) along ``dim``."""
+    """The slices at ``index`` (a 1-D or 0-d integer tensor) along ``dim``.
+
+    Raises:
+        IndexError: an index that is not a vector; an index outside ``[0, size)`` (negative
+            ones too, as PyTorch): on cpu at once, on sim at the next sync (``scatter.py``'s
+            module notes).
+    """
     tensor = _tensor(input, "index_select")
     index = _int_index(index, tensor.device, "index_select")
     if index.ndim > 1:
@@ -460,8 +475,11 @@ def index_select(input, dim: int, index) -> Tensor:
     out = _dispatch.empty(tensor.device, shape, tensor.dtype)
     data, idx, xp = tensor._data, index._data, _dispatch.xp_of(tensor.device)
     zero_d = tensor.ndim == 0
+    size = tensor.shape[axis] if tensor.ndim else 1
 
     def kernel():
+        _check_range("index_select", idx, size, axis, IndexError,
+                     note=" (index out of range in self)")
         if zero_d:
             out[...] = data.reshape(1)[idx.reshape(-1)].reshape(())
         else:
@@ -472,7 +490,13 @@ def index_select(input, dim: int, index) -> Tensor:
 
 def gather(input, dim: int, index) -> Tensor:
     """``out[i][j][k] = input[index[i][j][k]][j][k]`` (for dim 0): ``index`` has the input's
-    number of dims and is no larger than it outside ``dim``."""
+    number of dims and is no larger than it outside ``dim``.
+
+    Raises:
+        RuntimeError: mismatched dims or sizes; an index outside ``[0, size)`` (negative ones
+            too, as PyTorch): on cpu at once, on sim at the next sync (``scatter.py``'s module
+            notes).
+    """
     tensor = _tensor(input, "gather")
     index = _int_index(index, tensor.device, "gather")
     if index.ndim != tensor.ndim:
@@ -488,8 +512,10 @@ def gather(input, dim: int, index) -> Tensor:
     data, idx, xp = tensor._data, index._data, _dispatch.xp_of(tensor.device)
     crop = tuple(slice(None) if d == axis else slice(0, index.shape[d])
                  for d in range(tensor.ndim))
+    size = tensor.shape[axis] if tensor.ndim else 1
 
     def kernel():
+        _check_range("gather", idx, size, axis, RuntimeError)
         if not crop:
             out[...] = data
         else:
@@ -499,7 +525,8 @@ def gather(input, dim: int, index) -> Tensor:
 
 
 def take(input, index) -> Tensor:
-    """Elements at the flat (row-major) positions ``index``; the result has ``index``'s shape."""
+    """Elements at the flat (row-major) positions ``index``; the result has ``index``'s shape.
+    Negative positions count from the end (as PyTorch's ``take``)."""
     tensor = _tensor(input, "take")
     index = _int_index(index, tensor.device, "take")
     out = _dispatch.empty(tensor.device, index.shape, tensor.dtype)

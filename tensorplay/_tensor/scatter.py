@@ -22,13 +22,16 @@ host and sim; PyTorch leaves which one wins unspecified, and so does cuda here.
 
 Index checks. Index dtypes follow PyTorch 2.11 (``index_copy``/``index_fill``/
 ``take_along_dim``: int64 only; ``scatter``/``scatter_add``/``scatter_reduce``/``index_add``:
-int32 or int64; ``index_put``: int64, int32, uint8/bool masks). Out-of-range indices raise on
-cpu, with PyTorch's exception type (scatter and ``take_along_dim``: RuntimeError; the
-``index_*`` ops: IndexError). On an accelerator the indices
-are NOT read on the host (that would wait for the device and break captures), so an out-of-range
-index there gives an unspecified result (PyTorch's cuda raises a device-side assert). Every op
-here is capture-safe except ``index_put`` with a bool mask, whose kernel turns the mask into
-indices (a data-dependent size).
+int32 or int64; ``index_put``: int64, int32, uint8/bool masks). Index values are checked by
+ONE function, :func:`check_range`, that every kernel here (and ``gather``/``index_select`` in
+``indexing.py``) calls before it writes: negative indices are out of range exactly as those past
+the end, except for ``index_fill`` and ``index_put``, which count from the end (as PyTorch's).
+On cpu the op raises at once with PyTorch's exception type (scatter, ``gather`` and
+``take_along_dim``: RuntimeError; the ``index_*`` ops: IndexError); on sim the queued kernel
+fails and the next sync reports it (as CUDA's device-side assert). The indices are NOT read on
+the host (that would wait for the device and break captures): on cuda an out-of-range index
+gives an unspecified result. Every op here is capture-safe except ``index_put`` with a bool
+mask, whose kernel turns the mask into indices (a data-dependent size).
 """
 
 from __future__ import annotations
@@ -82,17 +85,24 @@ def _index(index, tensor: Tensor, op: str, allowed=(_dtype.int64,), name: str = 
     return index
 
 
-def _check_range(op: str, index: Tensor, size: int, dim: int, exc, wrap: bool = False) -> None:
-    """On cpu only (an accelerator would have to wait for the device): every index within
-    ``[0, size)`` (``[-size, size)`` with ``wrap``)."""
-    if index.device.type != "cpu" or index.numel() == 0:
+def check_range(op: str, idx, size: int, dim: int, exc: type[Exception], wrap: bool = False,
+                note: str = "") -> None:
+    """THE bounds check of the gather/scatter/index family, called first thing INSIDE each
+    op's kernel with the index's ``xp`` array: raise ``exc`` for an index outside ``[0, size)``
+    (``[-size, size)`` with ``wrap``, the ops that count from the end as PyTorch's do:
+    ``index_fill``, ``index_put``). Where the values are at hand without a host read (NumPy
+    arrays: cpu, whose kernels run at once, so the op raises; sim, whose queued kernel fails
+    and reports at the next sync, as CUDA's device-side assert) a negative index fails exactly
+    as a positive one past the end. On cuda nothing is checked (reading would wait for the
+    device): an out-of-range index of either sign gives an unspecified result."""
+    if not isinstance(idx, np.ndarray) or idx.size == 0:
         return
-    data = index._data
-    bad = (data >= size) | (data < (-size if wrap else 0))
+    bad = (idx >= size) | (idx < (-size if wrap else 0))
     if bad.any():
-        value = int(data[bad].reshape(-1)[0])
+        value = int(idx[bad].reshape(-1)[0])
+        valid = f"[{-size}, {size})" if wrap else f"[0, {size})"
         raise exc(f"{op}(): index {value} is out of bounds for dimension {dim} with size "
-                  f"{size}")
+                  f"{size} (valid indices: {valid}){note}")
 
 
 def _number(value, op: str, name: str = "value"):
@@ -216,7 +226,6 @@ def _scatter_impl(op: str, input, dim, index, src, value, reduce, include_self: 
     axis = _normalize_dim(dim, tensor.ndim)
     _check_scatter_shapes(op, tensor, axis, index, src)
     size = tensor.shape[axis] if tensor.ndim else 1
-    _check_range(op, index, size, axis, RuntimeError)
     reduce = _REDUCE_ALIASES.get(reduce, reduce)
     if reduce is not None and reduce not in _SCATTER_REDUCES:
         raise RuntimeError(f"{op}(): reduce argument must be one of {list(_SCATTER_REDUCES)}, "
@@ -239,6 +248,7 @@ def _scatter_impl(op: str, input, dim, index, src, value, reduce, include_self: 
     identity = None if reduce is None else _identity(xp, reduce, dtype)
 
     def apply(dst):
+        check_range(op, idx, size, axis, RuntimeError)
         target = dst.reshape(1) if zero_d else dst
         key = (idx.reshape(-1),) if zero_d else _scatter_key(xp, idx, axis)
         if src is None:
@@ -339,7 +349,7 @@ def scatter(input, dim: int, index, src=None, value=None, *, reduce: str | None 
 
     Raises:
         RuntimeError: index not int64/int32, src of another dtype, mismatched dims or sizes,
-            an unknown ``reduce``, an out-of-range index (cpu only; see the module notes).
+            an unknown ``reduce``, an out-of-range or negative index (module notes).
         TypeError: neither or both of ``src``/``value``.
     """
     return _scatter_impl("scatter", input, dim, index, src, value,
@@ -430,7 +440,6 @@ def _index_add(op: str, input, dim, index, source, alpha, inplace: bool) -> Tens
                                                                   np.number)):
         raise TypeError(f"{op}(): alpha must be a number, got {type(alpha).__name__}")
     size = tensor.shape[axis] if tensor.ndim else 1
-    _check_range(op, index, size, axis, IndexError)
     xp = _dispatch.xp_of(tensor.device)
     idx, src, zero_d = index._data, source._data, tensor.ndim == 0
     copy_first = inplace and _reads_written(tensor, source)
@@ -438,6 +447,7 @@ def _index_add(op: str, input, dim, index, source, alpha, inplace: bool) -> Tens
     scale = None if alpha == 1 else np.asarray(alpha).astype(tensor.dtype.numpy)[()]
 
     def apply(dst):
+        check_range(op, idx, size, axis, IndexError)
         vals = _moved(xp, src, axis, zero_d)
         if scale is not None:
             vals = vals * scale
@@ -455,8 +465,8 @@ def index_add(input, dim: int, index, source, *, alpha=1) -> Tensor:
 
     Raises:
         RuntimeError: index dtype, source dtype or shape mismatch; a float ``alpha`` for an
-            integer tensor. IndexError: an index that is not a vector, an out-of-range index
-            (cpu only).
+            integer tensor. IndexError: an index that is not a vector, an out-of-range or
+            negative index (on cpu; module notes).
     """
     return _index_add("index_add", input, dim, index, source, alpha, False)
 
@@ -473,12 +483,12 @@ def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
     axis = _normalize_dim(dim, tensor.ndim)
     source = _index_source(op, tensor, axis, index, source)
     size = tensor.shape[axis] if tensor.ndim else 1
-    _check_range(op, index, size, axis, IndexError)
     xp = _dispatch.xp_of(tensor.device)
     idx, src, zero_d = index._data, source._data, tensor.ndim == 0
     copy_first = inplace and _reads_written(tensor, source)
 
     def apply(dst):
+        check_range(op, idx, size, axis, IndexError)
         vals = _moved(xp, src, axis, zero_d)
         if copy_first:
             vals = vals.copy()
@@ -493,7 +503,7 @@ def index_copy(input, dim: int, index, source) -> Tensor:
 
     Raises:
         RuntimeError: index not int64, source dtype or shape mismatch. IndexError: an index that
-            is not a vector, an out-of-range index (cpu only).
+            is not a vector, an out-of-range or negative index (on cpu; module notes).
     """
     return _index_copy("index_copy", input, dim, index, source, False)
 
@@ -510,12 +520,12 @@ def _index_fill(op: str, input, dim, index, value, inplace: bool) -> Tensor:
     axis = _normalize_dim(dim, tensor.ndim)
     value = _number(value, op)
     size = tensor.shape[axis] if tensor.ndim else 1
-    _check_range(op, index, size, axis, IndexError, wrap=True)
     xp = _dispatch.xp_of(tensor.device)
     idx, zero_d = index._data, tensor.ndim == 0
     fill = _scalar_operand(tensor, value, op)
 
     def apply(dst):
+        check_range(op, idx, size, axis, IndexError, wrap=True)
         _moved(xp, dst, axis, zero_d)[idx.reshape(-1)] = fill
     return _finish(op, tensor, inplace, apply)
 
@@ -526,8 +536,8 @@ def index_fill(input, dim: int, index, value) -> Tensor:
 
     Raises:
         RuntimeError: a value tensor that is not 0-d. IndexError: index not int64, an index
-            that is not a vector, an out-of-range index (cpu only). TypeError: a value that is
-            not a number.
+            that is not a vector, an index outside ``[-size, size)`` (on cpu; module notes).
+            TypeError: a value that is not a number.
     """
     return _index_fill("index_fill", input, dim, index, value, False)
 
@@ -551,7 +561,7 @@ def _index_put(op: str, input, indices, values, accumulate: bool, inplace: bool)
         raise RuntimeError(f"{op}(): Index put requires the source and destination dtypes "
                            f"match, got {tensor.dtype.name} for the destination and "
                            f"{values.dtype.name} for the source.")
-    arrays, masks, consumed = [], [], 0
+    arrays, masks, bounds, consumed = [], [], [], 0
     for position, item in enumerate(indices):
         item = _tensor(item, op, f"indices[{position}]")
         if item.dtype not in _PUT_INDEX_DTYPES:
@@ -570,7 +580,7 @@ def _index_put(op: str, input, indices, values, accumulate: bool, inplace: bool)
                                      f"index {k} does not match the shape of the indexed "
                                      f"tensor {list(tensor.shape)} at index {consumed + k}")
         else:
-            _check_range(op, item, tensor.shape[consumed], consumed, IndexError, wrap=True)
+            bounds.append((item._data, tensor.shape[consumed], consumed))
         masks.append(is_mask)
         arrays.append(item._data)
         consumed += width
@@ -596,6 +606,8 @@ def _index_put(op: str, input, indices, values, accumulate: bool, inplace: bool)
     accumulate = builtins.bool(accumulate)
 
     def apply(dst):
+        for array, size, dim in bounds:
+            check_range(op, array, size, dim, IndexError, wrap=True)
         key = []
         for array, is_mask in zip(arrays, masks):
             if is_mask:
@@ -621,9 +633,9 @@ def index_put(input, indices, values, accumulate: bool = False) -> Tensor:
 
     Raises:
         TypeError: indices not a tuple/list of tensors. IndexError: an index dtype outside
-            long/int/byte/bool, too many indices, a mask shape mismatch, an out-of-range index
-            (cpu only). RuntimeError: values of another dtype or a shape that does not
-            broadcast.
+            long/int/byte/bool, too many indices, a mask shape mismatch, an index outside
+            ``[-size, size)`` (on cpu; module notes). RuntimeError: values of another dtype or
+            a shape that does not broadcast.
     """
     return _index_put("index_put", input, indices, values, accumulate, False)
 
@@ -697,7 +709,7 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
 
     Raises:
         RuntimeError: indices not int64, a different number of dims, shapes that do not
-            broadcast, an out-of-range index (cpu only).
+            broadcast, an out-of-range or negative index (on cpu; module notes).
     """
     op = "take_along_dim"
     tensor = _tensor(input, op)
@@ -709,10 +721,11 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
     xp = _dispatch.xp_of(tensor.device)
     data, idx = tensor._data, index._data
     if dim is None:
-        _check_range(op, index, tensor.numel(), 0, RuntimeError)
+        size, axis = tensor.numel(), 0
         shape = (index.numel(),)
 
         def kernel():
+            check_range(op, idx, size, axis, RuntimeError)
             out[...] = data.reshape(-1)[idx.reshape(-1)]
     else:
         if tensor.ndim != index.ndim:
@@ -721,10 +734,11 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
                                f"input, and {index.ndim} dimensions for indices")
         axis = _normalize_dim(dim, tensor.ndim)
         if tensor.ndim == 0:
-            _check_range(op, index, 1, 0, RuntimeError)
+            size, axis = 1, 0
             shape = ()
 
             def kernel():
+                check_range(op, idx, size, axis, RuntimeError)
                 out[...] = data.reshape(1)[idx.reshape(1)].reshape(())
         else:
             outer_in = tensor.shape[:axis] + (1,) + tensor.shape[axis + 1:]
@@ -735,11 +749,12 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
                 raise RuntimeError(f"take_along_dim(): shapes {list(tensor.shape)} and "
                                    f"{list(index.shape)} do not broadcast outside dim "
                                    f"{axis}") from None
-            _check_range(op, index, tensor.shape[axis], axis, RuntimeError)
+            size = tensor.shape[axis]
             data_shape = outer[:axis] + (tensor.shape[axis],) + outer[axis + 1:]
             shape = outer[:axis] + (index.shape[axis],) + outer[axis + 1:]
 
             def kernel():
+                check_range(op, idx, size, axis, RuntimeError)
                 out[...] = xp.take_along_axis(xp.broadcast_to(data, data_shape),
                                               xp.broadcast_to(idx, shape), axis=axis)
     _dispatch.check_dtype_supported(tensor.device, tensor.dtype)

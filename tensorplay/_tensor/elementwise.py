@@ -53,13 +53,37 @@ def _operand_device(operands, op: str):
                        f"them with .to() first")
 
 
+class UnsupportedOperand(TypeError):
+    """An operand that is neither a Tensor nor a number (None, a string, any other object).
+    The comparison operators turn it into ``NotImplemented`` (so ``t == None`` is False and
+    ``t in [None, t]`` works, as in PyTorch); the functions raise it."""
+
+
 def _check_operand(value, op: str):
     if isinstance(value, (Tensor,) + _Number):
         return value
     if isinstance(value, numbers.Number):
         return value
-    raise TypeError(f"{op}: unsupported operand type {type(value).__name__}; expected a Tensor "
-                    f"or a Python number")
+    raise UnsupportedOperand(f"{op}: unsupported operand type {type(value).__name__}; expected "
+                             f"a Tensor or a Python number")
+
+
+#: the Python ints an op takes as a number operand: PyTorch unpacks them as int64 (RuntimeError
+#: "Overflow when unpacking long" beyond), and ops computing in uint64 take up to 2**64 - 1
+_INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2 ** 63), 2 ** 63 - 1, 2 ** 64 - 1
+
+
+def _check_python_int(op: str, value, compute: _dtype.dtype) -> None:
+    """Refuse a Python int operand PyTorch cannot unpack (Note [elementwise plans]): only called
+    for ints outside the plan's weak-scalar limits, so in-range ints cost nothing here."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        high = _UINT64_MAX if compute is _dtype.uint64 else _INT64_MAX
+        if not _INT64_MIN <= value <= high:
+            valid = "-2**63 to 2**64 - 1 in a uint64 op" if compute is _dtype.uint64 else \
+                "-2**63 to 2**63 - 1, int64's range"
+            raise RuntimeError(f"{op}: Overflow when unpacking long: the Python int {value} is "
+                               f"outside the range a number operand may take ({valid}); pass "
+                               f"a float or a tensor instead")
 
 
 def _cast(value, compute: np.dtype, xp):
@@ -110,8 +134,9 @@ def _shape_of(value):
 # (:func:`_plan`, which raises every error the op can raise from metadata) and later calls with
 # the same signature look it up in one dict and only launch (:func:`_execute`). What depends on
 # values is checked per call: guards on tensors, an integer scalar outside the compute dtype
-# (wrapped as PyTorch casts do), the host's integer division by zero, and ``pow``'s negative
-# integer exponent (``pow`` with a number operand is never cached). Devices enter keys by id:
+# (wrapped as PyTorch casts do; beyond int64, or uint64 for a uint64 op, refused as PyTorch
+# refuses to unpack it), the host's integer division by zero, and ``pow``'s negative integer
+# exponent (``pow`` with a number operand is never cached). Devices enter keys by id:
 # they are canonical objects (``_runtime.device.resolve``) whose Python ``__hash__`` would cost
 # a call per lookup.
 
@@ -292,7 +317,10 @@ def _weak_scalar_limits(kind, compute: _dtype.dtype):
     if kind is bool:
         return (0, 1)
     if compute.is_floating_point or compute.is_complex:
-        return (float("-inf"), float("inf")) if kind in (int, float) else None
+        if kind is float:
+            return (float("-inf"), float("inf"))
+        # an int beyond int64 takes the checked path (_check_python_int), as PyTorch refuses it
+        return (_INT64_MIN, _INT64_MAX) if kind is int else None
     if kind is int and compute is not _dtype.bool:
         info = np.iinfo(compute.numpy)
         return (int(info.min), int(info.max))
@@ -352,6 +380,7 @@ def _operand_values(plan: _Plan, operands, values: list) -> None:
             if limits is not None and limits[0] <= value <= limits[1]:
                 values.append(value)
             else:
+                _check_python_int(plan.op, value, plan.compute)
                 values.append(_cast(value, plan.compute_np, None))
         elif kind is _ITEM:
             value._check_guard()
@@ -504,9 +533,31 @@ def unary(op: str, a, out: Tensor | None = None) -> Tensor:
         if op == "reciprocal":
             return binary("div", 1, a, out=out)
         ufunc_name, to_float = _UNARY[op]
-        result = _dtype.bool if op == "logical_not" else None
-        plan = _cached(key, op, ufunc_name, (a,), out, result, _to_float if to_float else None)
+        result, compute = None, _to_float if to_float else None
+        dtype = a.dtype if isinstance(a, Tensor) else None
+        if op == "logical_not":
+            result = _dtype.bool
+        elif op == "abs" and dtype in _REAL_PART:   # |z| is real, as PyTorch's abs
+            result = _REAL_PART[dtype]
+        elif op == "sign" and dtype is _dtype.bool:   # NumPy has no bool sign: x itself
+            result, compute = _dtype.bool, _int8
+        elif op == "square":
+            compute = _square_compute
+        plan = _cached(key, op, ufunc_name, (a,), out, result, compute)
     return _execute(plan, (a,), out)
+
+
+_REAL_PART = {_dtype.complex64: _dtype.float32, _dtype.complex128: _dtype.float64}
+
+
+def _int8(_promoted: _dtype.dtype) -> _dtype.dtype:
+    return _dtype.int8
+
+
+def _square_compute(promoted: _dtype.dtype) -> _dtype.dtype:
+    """PyTorch's ``square(x)`` is ``pow(x, 2)``: a bool tensor gives int64 (the int exponent
+    promotes it), every other dtype stays."""
+    return _dtype.int64 if promoted is _dtype.bool else promoted
 
 
 def fill_(tensor: Tensor, value) -> Tensor:

@@ -39,6 +39,18 @@ def _binary_method(op: str):
     return method
 
 
+def _compare_method(op: str):
+    def method(self, other) -> Tensor:
+        try:
+            return _ops.binary(op, self, other)
+        except _ops.UnsupportedOperand:
+            # as PyTorch's: Python then tries the other operand's method, else compares by
+            # identity (``t == None`` is False, ``t != None`` True, ``t < None`` a TypeError)
+            return NotImplemented
+    method.__name__ = f"__{op}__"
+    return method
+
+
 def _reflected_method(op: str):
     def method(self, other) -> Tensor:
         return _ops.binary(op, other, self)
@@ -65,6 +77,15 @@ def _unary_inplace_method(op: str):
         return _ops.unary(op, self, out=self)
     method.__name__ = f"{op}_"
     return method
+
+
+def abs_(self) -> Tensor:
+    """In-place :func:`abs`; complex tensors are refused (their ``abs`` is real), as PyTorch."""
+    if self._dtype in _ops._REAL_PART:   # complex (a dict lookup: no property call)
+        raise RuntimeError(f"In-place abs is not supported for complex tensors (got "
+                           f"{self._dtype.name}); use x.abs(), which gives a "
+                           f"{_ops._REAL_PART[self._dtype].name} tensor")
+    return _ops.unary("abs", self, out=self)
 
 
 def _pos(self) -> Tensor:
@@ -122,7 +143,7 @@ def install() -> None:
         setattr(Tensor, f"__r{dunder}__", _reflected_method(op))
         setattr(Tensor, f"__i{dunder}__", _inplace_method(op))
     for dunder, op in _COMPARE_DUNDER.items():
-        setattr(Tensor, f"__{dunder}__", _binary_method(op))
+        setattr(Tensor, f"__{dunder}__", _compare_method(op))
     for op in _BINARY_METHODS:
         setattr(Tensor, op, _binary_method(op))
         setattr(Tensor, f"{op}_", _inplace_method(op))
@@ -131,6 +152,7 @@ def install() -> None:
     for op in _ops._UNARY:
         setattr(Tensor, op, _unary_method(op))
         setattr(Tensor, f"{op}_", _unary_inplace_method(op))
+    Tensor.abs_ = abs_
     Tensor.__neg__ = _unary_method("neg")
     Tensor.__abs__ = _unary_method("abs")
     Tensor.__invert__ = _unary_method("bitwise_not")

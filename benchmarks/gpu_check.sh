@@ -52,6 +52,7 @@ if [ "$what" = verify ]; then
   # pytest processes over disjoint test files (the card has room; one process takes ~8 minutes).
   mkdir -p /tmp/tp_checks
   ( timeout 90 python3 benchmarks/torch_probe_semantics.py > /tmp/tp_checks/torch_probe_semantics.txt 2>&1
+    timeout 90 python3 benchmarks/torch_probe_newuser.py > /tmp/tp_checks/torch_probe_newuser.txt 2>&1
     for f in benchmarks/torch_check_*.py; do
       timeout 120 python3 "$f" > "/tmp/tp_checks/$(basename "$f" .py).txt" 2>&1
     done ) &

@@ -383,10 +383,21 @@ def overflow_error(call: str, value, dtype: dtype) -> RuntimeError:
                         f"without overflow ({dtype.name} holds {held})")
 
 
+def storable_value(value, dtype: dtype, call: str):
+    """``value`` (a Python or NumPy number) checked by :func:`check_value_fits` and made what
+    ``dtype`` stores, as PyTorch converts it: a complex number into a real dtype is its real
+    part (its imaginary part being zero), into bool its truthiness."""
+    check_value_fits(value, dtype, call)
+    if isinstance(value, (complex, np.complexfloating)) and not dtype.is_complex:
+        return builtins.bool(value) if dtype is bool else value.real
+    return value
+
+
 def check_value_fits(value, dtype: dtype, call: str) -> None:
     """Raise RuntimeError when the Python number ``value`` cannot be converted to ``dtype``
     without overflow, as PyTorch's ``fill_``/``full``/``__setitem__`` do (300 into int8, 1e39
-    into float32, nan into an integer dtype); bool and complex dtypes take any number.
+    into float32, nan into an integer dtype, a complex number with an imaginary part into a real
+    dtype); bool and complex dtypes take any number.
 
     Integral values fit an integer dtype from ``lowest`` to ``max``, and negative ints down to
     ``-max`` also fit an unsigned one (they wrap: -1 gives 255 in uint8, as in PyTorch); floats
@@ -395,6 +406,10 @@ def check_value_fits(value, dtype: dtype, call: str) -> None:
     if dtype is bool or dtype.is_complex or isinstance(value, (builtins.bool, np.bool_)):
         return
     if isinstance(value, (complex, np.complexfloating)):
+        if value.imag:
+            raise RuntimeError(f"{call}: value {value} cannot be converted to type {dtype.name} "
+                               f"without overflow: its imaginary part is not zero; give a "
+                               f"complex dtype (complex64 or complex128) or a real value")
         value = value.real
     if dtype.is_floating_point:
         if isinstance(value, (float, np.floating)) and not math.isfinite(value):

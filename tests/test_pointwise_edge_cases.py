@@ -146,3 +146,22 @@ def test_ordering_and_functions_with_none_raise_type_error(device):
         with pytest.raises(TypeError, match="unsupported operand type NoneType"):
             call()
     assert to_numpy(t == 1).tolist() == [True, True]   # numbers and tensors still compare
+
+
+# --- complex numbers stored into real tensors ----------------------------------------------------
+
+def test_complex_values_into_real_tensors_follow_pytorch(device):
+    """An imaginary part cannot be stored into a real dtype (RuntimeError, the tensor left as
+    it was); a zero one converts; bool takes the truthiness."""
+    x = tp.zeros(2, device=device)
+    mask = tp.tensor([True, False], device=device)
+    for call, write in [("fill_", lambda: x.fill_(1 + 1j)),
+                        ("masked_fill", lambda: x.masked_fill(mask, 1j)),
+                        ("__setitem__", lambda: x.__setitem__(0, 2j))]:
+        with pytest.raises(RuntimeError, match=f"{call}: value .*j\\)? cannot be converted to "
+                                               f"type float32 without overflow"):
+            write()
+    assert to_numpy(x).tolist() == [0.0, 0.0]
+    assert to_numpy(x.fill_(2 + 0j)).tolist() == [2.0, 2.0]
+    flags = tp.zeros(2, dtype=tp.bool, device=device)
+    assert to_numpy(flags.fill_(1j)).tolist() == [True, True]

@@ -297,7 +297,7 @@ def full(size, fill_value, dtype=None, device=None) -> Tensor:
     if dtype is None:
         dtype = _dtype.result_type(fill_value)
     elif isinstance(fill_value, (complex, np.complexfloating)):
-        fill_value = _complex_fill_value(fill_value, _dtype.to_dtype(dtype), "full")
+        fill_value = _dtype.storable_value(fill_value, _dtype.to_dtype(dtype), "full")
     out = empty(*_shape((size,) if isinstance(size, int) else (size,)), dtype=dtype,
                 device=device)
     return out.fill_(fill_value)
@@ -336,21 +336,6 @@ def ones_like(other: Tensor, dtype=None, device=None) -> Tensor:
 def full_like(other: Tensor, fill_value, dtype=None, device=None) -> Tensor:
     dtype, device = _like(other, dtype, device)
     return full(other.shape, fill_value, dtype=dtype, device=device)
-
-
-def _complex_fill_value(value, dtype: _dtype.dtype, call: str):
-    """A complex ``value`` to store into ``dtype``, converted as PyTorch converts it: kept for a
-    complex dtype, true unless zero for bool (the imaginary part counts), its real part for
-    another dtype when the imaginary part is zero; otherwise RuntimeError."""
-    if dtype.is_complex:
-        return value
-    if dtype is _dtype.bool:
-        return bool(value)
-    if value.imag:
-        raise RuntimeError(f"{call}: value {value} cannot be converted to type {dtype.name} "
-                           f"without overflow: its imaginary part is not zero; give a complex "
-                           f"dtype (complex64 or complex128) or a real value")
-    return value.real
 
 
 _REAL_SCALARS = (int, float, np.integer, np.floating, np.bool_)

@@ -570,9 +570,7 @@ def fill_(tensor: Tensor, value) -> Tensor:
     _check_operand(value, "fill_")
     check_no_overlap(tensor, "fill_")
     data = tensor._data
-    if isinstance(value, complex) and not tensor.dtype.is_complex:
-        value = value.real
-    _dtype.check_value_fits(value, tensor.dtype, "fill_")  # 300 into int8 raises, as in PyTorch
+    value = _dtype.storable_value(value, tensor.dtype, "fill_")  # 300 into int8 raises, as torch
     scalar = _cast(value, tensor.dtype.numpy, None)  # -1 into uint8 wraps, as in PyTorch
 
     def kernel():

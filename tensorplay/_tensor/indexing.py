@@ -267,9 +267,7 @@ def _value_operand(tensor: Tensor, value, op: str):
         if value.device != tensor.device:
             value = value.to(tensor.device)
         return value._data, value.shape
-    if isinstance(value, complex) and not tensor.dtype.is_complex:
-        value = value.real
-    _dtype.check_value_fits(value, tensor.dtype, op)
+    value = _dtype.storable_value(value, tensor.dtype, op)
     # Through an int64/float64 array so that a negative int wraps into an unsigned dtype, as
     # PyTorch's casts do.
     return np.asarray(value).astype(tensor.dtype.numpy)[()], ()

@@ -53,6 +53,7 @@ import numpy as np
 
 from .. import _dtype
 from .._runtime import capture as _capture, dispatch as _dispatch
+from .reductions import _summing_dtype
 from .tensor import Tensor, _normalize_dim
 
 __all__ = ["det", "logdet", "slogdet", "inverse", "cholesky", "qr", "svd", "pinverse"]
@@ -306,8 +307,9 @@ def _kept_shape(shape, axes, keepdim: bool) -> tuple[int, ...]:
     return tuple(s for i, s in enumerate(shape) if i not in axes)
 
 
-def _vector_reduce(xp, x, ord: float, axis, keepdim: bool):
-    """The ``ord`` vector norm of the non-negative real array ``x`` over ``axis``."""
+def _vector_reduce(xp, x, ord: float, axis, keepdim: bool, dtype=None):
+    """The ``ord`` vector norm of the non-negative real array ``x`` over ``axis``; sums
+    accumulate in ``dtype`` (Note [accurate sums] in ``reductions``)."""
     if ord == math.inf:
         return xp.max(x, axis=axis, keepdims=keepdim)
     if ord == -math.inf:
@@ -315,10 +317,10 @@ def _vector_reduce(xp, x, ord: float, axis, keepdim: bool):
     if ord == 0:
         return xp.sum(x != 0, axis=axis, keepdims=keepdim).astype(x.dtype)
     if ord == 1:
-        return xp.sum(x, axis=axis, keepdims=keepdim)
+        return xp.sum(x, axis=axis, keepdims=keepdim, dtype=dtype)
     if ord == 2:
-        return xp.sqrt(xp.sum(x * x, axis=axis, keepdims=keepdim))
-    return xp.sum(x ** ord, axis=axis, keepdims=keepdim) ** (1.0 / ord)
+        return xp.sqrt(xp.sum(x * x, axis=axis, keepdims=keepdim, dtype=dtype))
+    return xp.sum(x ** ord, axis=axis, keepdims=keepdim, dtype=dtype) ** (1.0 / ord)
 
 
 def vector_norm(x, ord: float = 2, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
@@ -347,9 +349,10 @@ def vector_norm(x, ord: float = 2, dim=None, keepdim: bool = False, *, dtype=Non
     out = _new(device, shape, result)
     data, xp = tensor._data, _dispatch.xp_of(device)
     axis = None if tensor.ndim == 0 else axes
+    summed = _summing_dtype(data, axes, _dtype.accumulation_dtype(result).numpy)
 
     def kernel():
-        out[...] = _vector_reduce(xp, xp.abs(data.astype(compute)), p, axis, keepdim)
+        out[...] = _vector_reduce(xp, xp.abs(data.astype(compute)), p, axis, keepdim, summed)
     _launch("vector_norm", device, kernel, shape)
     return _make(out, device, result)
 

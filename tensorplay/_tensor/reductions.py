@@ -85,6 +85,53 @@ def _xp_axis(tensor: Tensor, axes):
 
 _accumulate = _dtype.accumulation_dtype
 
+# Note [accurate sums]
+# NumPy (the ``xp`` of cpu and sim) adds pairwise (error ~ log n) only along the innermost loop
+# of its iteration, which follows memory order. A sum over any other dim (``x.sum(0)`` of a
+# contiguous matrix, a trailing dim of a transposed or strided view) adds the elements into each
+# result one by one, and a float32 error grows with their number: ``ones(2e7, 2).sum(0)`` stops
+# at 2**24 and ``(rand(1e5, 8) + 1000).var(0)`` comes out three times too large. Such sums
+# (sum, mean, var/std, norm, logsumexp, linalg.vector_norm) accumulate float16/bfloat16/float32
+# in float64 and complex64 in complex128 (``dtype=``: the input is cast in buffers, not copied
+# whole; CuPy casts in its kernel) and round once into the result's dtype. Full and
+# trailing-dim sums over one contiguous run (the common, fast cases, the cuda small-sum kernel
+# among them), and sums of at most 8 elements (too few to drift), keep their accumulation dtype,
+# speed and values. Decided from shape and strides only: no host read, the same kernel while
+# capturing.
+_WIDER = {np.dtype(np.float32): np.dtype(np.float64),
+          np.dtype(np.complex64): np.dtype(np.complex128)}
+
+
+def _summing_dtype(data, axes, acc: np.dtype) -> np.dtype:
+    """The dtype to sum ``data`` (an ``xp`` array) over ``axes`` (normalized; None: all) in:
+    ``acc``, or its float64/complex128 widening where NumPy would add one by one (Note
+    [accurate sums])."""
+    wide = _WIDER.get(acc)
+    if wide is None:
+        return acc
+    shape, strides = data.shape, data.strides
+    if axes is None:
+        axes = range(len(shape))
+    left = 1
+    for d in axes:
+        left *= shape[d]
+    if left <= 8:
+        return acc
+    # the reduced dims of more than one element must be the innermost and one C-ordered
+    # contiguous run
+    run = data.itemsize
+    for d in range(len(shape) - 1, -1, -1):
+        size = shape[d]
+        if size == 1:
+            continue
+        if d not in axes or strides[d] != run:
+            return wide
+        run *= size
+        left //= size
+        if left == 1:
+            return acc
+    return acc
+
 
 def _new(device, shape, dtype: _dtype.dtype):
     _dispatch.check_dtype_supported(device, dtype)
@@ -186,6 +233,8 @@ def _sum_plan(op: str, tensor, dim, keepdim, dtype, reducer: str) -> _SumPlan:
     plan.op, plan.device, plan.keepdim = op, tensor.device, keepdim
     plan.result = _summed_dtype(tensor, dtype)
     plan.acc = _accumulate(plan.result).numpy
+    if reducer == "sum":
+        plan.acc = _summing_dtype(tensor._data, axes, plan.acc)
     plan.shape = _reduced_shape(tensor.shape, axes, keepdim)
     _dispatch.check_dtype_supported(plan.device, plan.result)
     plan.reduce = getattr(_dispatch.xp_of(plan.device), reducer)
@@ -224,7 +273,7 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     result = tensor.dtype if dtype is None else _dtype.to_dtype(dtype)
     _need_float("mean", result)
     axes = _axes(tensor, dim, "mean")
-    acc = _accumulate(result).numpy
+    acc = _summing_dtype(tensor._data, axes, _accumulate(result).numpy)
 
     def body(xp, a, axis, keepdims):
         return xp.mean(a, axis=axis, keepdims=keepdims, dtype=acc)
@@ -400,10 +449,17 @@ def _moment(op: str, input, dim, unbiased, keepdim, correction) -> Tensor:
     ddof = _correction(correction, unbiased)
     axes = _axes(tensor, dim, op)
     result = _real(tensor.dtype)
-    acc = None if tensor.dtype.is_complex else _accumulate(result).numpy
+    acc = _summing_dtype(tensor._data, axes, _accumulate(tensor.dtype).numpy)
+    # complex input: xp's default when not widened, as before; a complex dtype= makes the
+    # variance complex (zero imaginary part), so the widened kernel keeps its real part
+    widened_complex = acc.kind == "c" and acc != tensor.dtype.numpy
+    if tensor.dtype.is_complex and not widened_complex:
+        acc = None
 
     def body(xp, a, axis, keepdims):
         value = xp.var(a, axis=axis, keepdims=keepdims, ddof=ddof, dtype=acc)
+        if widened_complex:
+            value = xp.real(value)
         return xp.sqrt(value) if op == "std" else value
     return _reduce(op, tensor, axes, keepdim, result, body)
 
@@ -444,20 +500,21 @@ def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
                            "the operation does not have an identity")
     result = _real(tensor.dtype)
     acc = _accumulate(result).numpy
+    wide = _summing_dtype(tensor._data, axes, acc)
 
     def body(xp, a, axis, keepdims):
         x = xp.abs(a).astype(acc, copy=False)
         if p == 2:
-            return xp.sqrt(xp.sum(x * x, axis=axis, keepdims=keepdims))
+            return xp.sqrt(xp.sum(x * x, axis=axis, keepdims=keepdims, dtype=wide))
         if p == np.inf:
             return xp.amax(x, axis=axis, keepdims=keepdims)
         if p == -np.inf:
             return xp.amin(x, axis=axis, keepdims=keepdims)
         if p == 0:
-            return xp.sum(x != 0, axis=axis, keepdims=keepdims, dtype=acc)
+            return xp.sum(x != 0, axis=axis, keepdims=keepdims, dtype=wide)
         if p == 1:
-            return xp.sum(x, axis=axis, keepdims=keepdims)
-        return xp.sum(x ** p, axis=axis, keepdims=keepdims) ** (1.0 / p)
+            return xp.sum(x, axis=axis, keepdims=keepdims, dtype=wide)
+        return xp.sum(x ** p, axis=axis, keepdims=keepdims, dtype=wide) ** (1.0 / p)
     return _reduce("norm", tensor, axes, keepdim, result, body)
 
 
@@ -469,6 +526,7 @@ def logsumexp(input, dim, keepdim: bool = False) -> Tensor:
     result = tensor.dtype if tensor.dtype.is_floating_point or tensor.dtype.is_complex \
         else _dtype.get_default_dtype()
     acc = _accumulate(result).numpy
+    wide = _summing_dtype(tensor._data, axes, acc)
     empty = builtins.any(tensor.shape[d] == 0 for d in axes)
 
     def body(xp, a, axis, keepdims):
@@ -479,7 +537,7 @@ def logsumexp(input, dim, keepdim: bool = False) -> Tensor:
             return x
         top = xp.amax(x, axis=axis, keepdims=True)
         top = xp.where(xp.isinf(top), xp.zeros_like(top), top)
-        total = xp.log(xp.sum(xp.exp(x - top), axis=axis, keepdims=True)) + top
+        total = xp.log(xp.sum(xp.exp(x - top), axis=axis, keepdims=True, dtype=wide)) + top
         return total if keepdims else total.squeeze(axis)
     return _reduce("logsumexp", tensor, axes, keepdim, result, body)
 

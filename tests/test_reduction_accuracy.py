@@ -139,3 +139,10 @@ def test_contiguous_trailing_sums_keep_numpys_float32_values(device):
     np.testing.assert_array_equal(to_numpy(t.mean(-1)), a.mean(-1))
     np.testing.assert_array_equal(to_numpy(t.var(1)), a.var(1, ddof=1))
     assert t.sum(1).dtype == tp.float32 and t.var(1).dtype == tp.float32
+
+
+def test_nansum_and_nanmean_over_a_leading_dim_stay_accurate(device):
+    x = tp.full((1_000_000, 2), 0.1, device=device)
+    x[0, 0] = float("nan")
+    np.testing.assert_allclose(to_numpy(x.nansum(0)), [99_999.9, 100_000.0], rtol=1e-6)
+    np.testing.assert_allclose(to_numpy(tp.nanmean(x, 0)), [0.1, 0.1], rtol=1e-6)

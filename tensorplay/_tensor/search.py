@@ -26,7 +26,8 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
 from . import creation as _creation
-from .reductions import _axes, _check_nonempty, _reduced_shape, _xp_axis, return_types
+from .reductions import _axes, _check_nonempty, _reduced_shape, _summing_dtype, _xp_axis, \
+    return_types
 from .tensor import Tensor, _normalize_dim
 
 __all__ = ["median", "mode", "kthvalue", "unique", "bincount", "histc", "cummax", "cummin",
@@ -262,8 +263,9 @@ def _nan_reduce(op: str, input, dim, keepdim: bool, dtype) -> Tensor:
     shape = _reduced_shape(tensor.shape, axes, keepdim)
     device = tensor.device
     out = _new(device, shape, result)
-    acc = _dtype.accumulation_dtype(result).numpy
     data, xp, axis = tensor._data, _dispatch.xp_of(device), _xp_axis(tensor, axes)
+    # Note [accurate sums] in reductions.py: wider where NumPy would add one by one
+    acc = _summing_dtype(data, axes, _dtype.accumulation_dtype(result).numpy)
     floating = tensor.dtype.is_floating_point
 
     def kernel():

@@ -416,3 +416,29 @@ def test_multinomial_and_poisson_replays_equal_eager_calls():
         for a, b in zip(ours, theirs):
             np.testing.assert_array_equal(a, b)
     assert any(not np.array_equal(replayed[0][i], replayed[1][i]) for i in range(3))
+
+
+def test_normal_with_tensor_mean_or_std_draws_per_element(device):
+    """PyTorch's tensor forms: the broadcast shape of mean and std, their device and dtype, one
+    standard draw per element scaled by std and shifted by mean (the same draws as randn)."""
+    tp.manual_seed(3)
+    got = tp.normal(tp.full((2, 3), 5.0, device=device), tp.full((3,), 2.0, device=device))
+    tp.manual_seed(3)
+    want = tp.randn(2, 3, device=device) * 2.0 + 5.0
+    assert got.shape == (2, 3) and got.device == tp.device(device)
+    np.testing.assert_allclose(to_numpy(got), to_numpy(want), rtol=1e-6)
+    wide = tp.normal(tp.zeros(4, dtype=tp.float64, device=device))
+    assert wide.dtype == tp.float64 and wide.shape == (4,)
+    big = tp.normal(3.0, tp.full((20_000,), 0.5, device=device))
+    assert abs(float(big.mean()) - 3.0) < 0.02 and abs(float(big.std()) - 0.5) < 0.02
+
+
+def test_normal_form_errors(device):
+    with pytest.raises(TypeError, match="size is required"):
+        tp.normal(0.0, 1.0)
+    with pytest.raises(TypeError, match="size is taken only with a number mean and std"):
+        tp.normal(tp.zeros(2, device=device), 1.0, (2,))
+    with pytest.raises(RuntimeError, match="expected a floating point mean tensor, got int64"):
+        tp.normal(tp.zeros(2, dtype=tp.int64, device=device), 1.0)
+    with pytest.raises(RuntimeError, match="normal expects std >= 0.0, but found std -1.0"):
+        tp.normal(tp.zeros(2, device=device), -1.0)

@@ -264,10 +264,41 @@ def randint(low, high=None, size=None, dtype=None, device=None, generator=None) 
                  _philox.fill_randint, low, high, generator=generator)
 
 
-def normal(mean: float, std: float, size, dtype=None, device=None, generator=None) -> Tensor:
-    """Normal numbers of the given ``size``."""
-    return normal_(_creation.empty(*tuple(size), dtype=_float_dtype(dtype, "normal"),
-                                   device=device), mean, std, generator=generator)
+def normal(mean, std=1.0, size=None, dtype=None, device=None, generator=None) -> Tensor:
+    """Normal numbers, in PyTorch's three forms: ``normal(mean, std, size)`` with numbers (a
+    new tensor of ``size``, ``dtype``, ``device``); ``normal(mean_tensor, std=1.0)``,
+    ``normal(mean, std_tensor)`` or ``normal(mean_tensor, std_tensor)``: one draw per element of
+    the tensors' broadcast shape, on their device, in their (promoted) floating dtype.
+
+    Raises:
+        TypeError: ``size`` missing with numbers for both, or given with a tensor mean or std.
+        RuntimeError: a tensor mean or std that is not floating, or a negative std (a std
+            tensor is checked on cpu only: elsewhere that would wait for the device).
+    """
+    if not isinstance(mean, Tensor) and not isinstance(std, Tensor):
+        if size is None:
+            raise TypeError("normal(): with a number mean and std, size is required (or pass a "
+                            "tensor mean or std to draw one number per element)")
+        return normal_(_creation.empty(*tuple(size), dtype=_float_dtype(dtype, "normal"),
+                                       device=device), mean, std, generator=generator)
+    if size is not None:
+        raise TypeError("normal(): size is taken only with a number mean and std; with a tensor "
+                        "mean or std the result has their broadcast shape")
+    tensors = [t for t in (mean, std) if isinstance(t, Tensor)]
+    for name, value in (("mean", mean), ("std", std)):
+        if isinstance(value, Tensor) and not value.dtype.is_floating_point:
+            raise RuntimeError(f"normal(): expected a floating point {name} tensor, got "
+                               f"{value.dtype.name}")
+    if not isinstance(std, Tensor) and std < 0:
+        raise RuntimeError(f"normal expects std >= 0.0, but found std {std}")
+    if isinstance(std, Tensor) and std.device.type == "cpu" and std.numel() and \
+            bool((std < 0).any()):
+        raise RuntimeError("normal expects all elements of std >= 0.0")
+    result = _dtype.result_type(*tensors)
+    shape = tuple(np.broadcast_shapes(*(tuple(t.shape) for t in tensors)))
+    draws = normal_(_creation.empty(*shape, dtype=result, device=tensors[0].device),
+                    generator=generator)
+    return draws * std + mean
 
 
 def manual_seed(value) -> None:

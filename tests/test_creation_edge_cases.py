@@ -92,6 +92,8 @@ def test_arange_takes_one_element_tensors_and_numpy_scalars(device, make, expect
 def test_arange_refuses_multi_element_tensors_and_non_numbers(device):
     with pytest.raises(TypeError, match="argument 'end' must be a number .*shape \\(2,\\)"):
         tp.arange(tp.tensor([1, 2], device=device))
+    with pytest.raises(TypeError, match="PyTorch takes 0-d tensors only"):   # as torch 2.11
+        tp.arange(tp.tensor([5], device=device))
     with pytest.raises(TypeError, match="argument 'step' must be a number .*not str"):
         tp.arange(0, 3, "1", device=device)
     with pytest.raises(RuntimeError, match="step must be nonzero"):

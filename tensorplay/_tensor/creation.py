@@ -343,16 +343,17 @@ _SCALARS = _REAL_SCALARS + (complex, np.complexfloating)
 
 
 def _host_scalar(value, call: str, name: str):
-    """``value`` as a host number: a one-element Tensor is read on the host (waiting for its
-    device), as PyTorch reads a tensor given for a number argument."""
+    """``value`` as a host number: a 0-d Tensor is read on the host (waiting for its device),
+    as PyTorch reads a tensor given for a number argument."""
     if isinstance(value, Tensor):
-        if value.numel() != 1:
-            raise TypeError(f"{call}(): argument '{name}' must be a number or a one-element "
-                            f"tensor, got a tensor of shape {value.shape}")
+        if value.ndim != 0:
+            raise TypeError(f"{call}(): argument '{name}' must be a number or a 0-d tensor, got "
+                            f"a tensor of shape {tuple(value.shape)} (PyTorch takes 0-d tensors "
+                            f"only; index it, e.g. t[0])")
         return value.item()
     if not isinstance(value, _SCALARS):
-        raise TypeError(f"{call}(): argument '{name}' must be a number or a one-element tensor, "
-                        f"not {type(value).__name__}")
+        raise TypeError(f"{call}(): argument '{name}' must be a number or a 0-d tensor, not "
+                        f"{type(value).__name__}")
     return value
 
 
@@ -370,7 +371,7 @@ def _generated(shape, dtype, device, name, make):
 
 def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
     """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``; each may be a
-    number or a one-element tensor (read on the host). The dtype is int64 when all three are
+    number or a 0-d tensor (read on the host). The dtype is int64 when all three are
     integral, else the default dtype, as in PyTorch.
 
     Raises:
@@ -411,7 +412,7 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
 
 def linspace(start, end, steps: int, dtype=None, device=None) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (numbers or
-    one-element tensors, read on the host). The dtype is the default dtype, or the default
+    0-d tensors, read on the host). The dtype is the default dtype, or the default
     complex dtype (complex64) when ``start`` or ``end`` is complex, as in PyTorch.
 
     Raises:
@@ -429,8 +430,11 @@ def linspace(start, end, steps: int, dtype=None, device=None) -> Tensor:
                                f"end={end}) can't be safely cast to passed dtype "
                                f"{_dtype.to_dtype(dtype).name}; pass a complex dtype")
     dtype = _dtype.get_default_dtype() if dtype is None else dtype
-    return _generated((steps,), dtype, device, "linspace",
-                      lambda xp, out: out.__setitem__(Ellipsis, xp.linspace(start, end, steps)))
+    # computed in double precision (complex128 for complex bounds: CuPy's default is float64)
+    wide = np.float64 if isinstance(start, _REAL_SCALARS) and isinstance(end, _REAL_SCALARS) \
+        else np.complex128
+    return _generated((steps,), dtype, device, "linspace", lambda xp, out: out.__setitem__(
+        Ellipsis, xp.linspace(start, end, steps, dtype=wide)))
 
 
 def eye(n: int, m: int | None = None, dtype=None, device=None) -> Tensor:

@@ -25,7 +25,8 @@ Index checks. Index dtypes follow PyTorch 2.11 (``index_copy``/``index_fill``/
 int32 or int64; ``index_put``: int64, int32, uint8/bool masks). Index values are checked by
 ONE function, :func:`check_range`, that every kernel here (and ``gather``/``index_select`` in
 ``indexing.py``) calls before it writes: negative indices are out of range exactly as those past
-the end, except for ``index_fill`` and ``index_put``, which count from the end (as PyTorch's).
+the end, except for ``index_fill``, ``index_put`` and ``take_along_dim``, which count from the
+end (as PyTorch 2.11's).
 On cpu the op raises at once with PyTorch's exception type (scatter, ``gather`` and
 ``take_along_dim``: RuntimeError; the ``index_*`` ops: IndexError); on sim the queued kernel
 fails and the next sync reports it (as CUDA's device-side assert). The indices are NOT read on
@@ -90,11 +91,11 @@ def check_range(op: str, idx, size: int, dim: int, exc: type[Exception], wrap: b
     """THE bounds check of the gather/scatter/index family, called first thing INSIDE each
     op's kernel with the index's ``xp`` array: raise ``exc`` for an index outside ``[0, size)``
     (``[-size, size)`` with ``wrap``, the ops that count from the end as PyTorch's do:
-    ``index_fill``, ``index_put``). Where the values are at hand without a host read (NumPy
-    arrays: cpu, whose kernels run at once, so the op raises; sim, whose queued kernel fails
-    and reports at the next sync, as CUDA's device-side assert) a negative index fails exactly
-    as a positive one past the end. On cuda nothing is checked (reading would wait for the
-    device): an out-of-range index of either sign gives an unspecified result."""
+    ``index_fill``, ``index_put``, ``take_along_dim``). Where the values are at hand without a
+    host read (NumPy arrays: cpu, whose kernels run at once, so the op raises; sim, whose queued
+    kernel fails and reports at the next sync, as CUDA's device-side assert) a negative index
+    fails exactly as a positive one past the end. On cuda nothing is checked (reading would wait
+    for the device): an out-of-range index of either sign gives an unspecified result."""
     if not isinstance(idx, np.ndarray) or idx.size == 0:
         return
     bad = (idx >= size) | (idx < (-size if wrap else 0))
@@ -725,7 +726,7 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
         shape = (index.numel(),)
 
         def kernel():
-            check_range(op, idx, size, axis, RuntimeError)
+            check_range(op, idx, size, axis, RuntimeError, wrap=True)
             out[...] = data.reshape(-1)[idx.reshape(-1)]
     else:
         if tensor.ndim != index.ndim:
@@ -738,7 +739,7 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
             shape = ()
 
             def kernel():
-                check_range(op, idx, size, axis, RuntimeError)
+                check_range(op, idx, size, axis, RuntimeError, wrap=True)
                 out[...] = data.reshape(1)[idx.reshape(1)].reshape(())
         else:
             outer_in = tensor.shape[:axis] + (1,) + tensor.shape[axis + 1:]
@@ -754,7 +755,7 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
             shape = outer[:axis] + (index.shape[axis],) + outer[axis + 1:]
 
             def kernel():
-                check_range(op, idx, size, axis, RuntimeError)
+                check_range(op, idx, size, axis, RuntimeError, wrap=True)
                 out[...] = xp.take_along_axis(xp.broadcast_to(data, data_shape),
                                               xp.broadcast_to(idx, shape), axis=axis)
     _dispatch.check_dtype_supported(tensor.device, tensor.dtype)

@@ -77,35 +77,37 @@ def test_square_of_bool_is_int64(device):
     assert tp.square(tp.tensor([3.0], device=device)).dtype == tp.float32
 
 
-# -- Python ints beyond int64 --------------------------------------------------------------------
-BEYOND = [2 ** 63, -(2 ** 63) - 1, 2 ** 64, 10 ** 30]
+# -- Python ints beyond int64 (torch 2.11: benchmarks/results/torch_probe_newuser_h200.txt) --------
+BEYOND = [-(2 ** 63) - 1, 2 ** 64, 10 ** 30]
 
 
 @pytest.mark.parametrize("value", BEYOND)
 @pytest.mark.parametrize("dtype", [tp.int64, tp.int32, tp.float32, tp.bool])
-def test_int_operand_beyond_int64_raises(device, value, dtype):
+def test_int_operand_beyond_the_convertible_range_raises(device, value, dtype):
     t = tp.tensor([1], dtype=dtype, device=device)
     t + 1   # the plan for (tensor, int) is cached: the value is still checked per call
     for call in (lambda: t + value, lambda: value + t, lambda: t * value, lambda: t == value,
                  lambda: t < value, lambda: t.ne(value)):
-        with pytest.raises(RuntimeError, match=f"Overflow when unpacking long.*{value}"):
+        with pytest.raises(OverflowError, match=f"int too big to convert.*{value}"):
             call()
 
 
 @pytest.mark.parametrize("value", BEYOND)
-def test_inplace_with_int_beyond_int64_raises(device, value):
+def test_inplace_with_an_unconvertible_int_raises_and_writes_nothing(device, value):
     t = tp.tensor([1, 2], device=device)
-    with pytest.raises(RuntimeError, match=f"{value}"):
+    with pytest.raises(OverflowError, match=f"{value}"):
         t += value
-    with pytest.raises(RuntimeError, match=f"{value}"):
+    with pytest.raises(OverflowError, match=f"{value}"):
         t.sub_(value)
     assert to_numpy(t).tolist() == [1, 2]
 
 
-def test_int64_edges_still_work(device):
+def test_ints_up_to_2_to_the_64_convert_as_torch(device):
     t = tp.tensor([0], device=device)
     assert to_numpy(t + (2 ** 63 - 1)).tolist() == [2 ** 63 - 1]
     assert to_numpy(t + -(2 ** 63)).tolist() == [-(2 ** 63)]
+    assert to_numpy(tp.tensor([1], device=device) + 2 ** 63).tolist() == [-(2 ** 63) + 1]
+    assert to_numpy(tp.tensor([1.0], device=device) + 2 ** 63).tolist() == [2.0 ** 63]
     assert to_numpy(tp.tensor([1], dtype=tp.int8, device=device) + 1000).tolist() == [-23]
     assert to_numpy(tp.tensor([1.0], device=device) + float(2 ** 64)).tolist() == [2.0 ** 64]
 
@@ -115,7 +117,7 @@ def test_uint64_takes_ints_up_to_its_max(device):
     u = tp.tensor([1], dtype=tp.uint64, device=device)
     assert to_numpy(u + 2 ** 63).tolist() == [2 ** 63 + 1]
     assert to_numpy(u + (2 ** 64 - 2)).tolist() == [2 ** 64 - 1]
-    with pytest.raises(RuntimeError, match="Overflow when unpacking long.*18446744073709551616"):
+    with pytest.raises(OverflowError, match="int too big to convert.*18446744073709551616"):
         u + 2 ** 64
 
 

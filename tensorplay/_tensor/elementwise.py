@@ -68,22 +68,20 @@ def _check_operand(value, op: str):
                              f"a Tensor or a Python number")
 
 
-#: the Python ints an op takes as a number operand: PyTorch unpacks them as int64 (RuntimeError
-#: "Overflow when unpacking long" beyond), and ops computing in uint64 take up to 2**64 - 1
+#: the Python ints an op takes as a number operand: torch 2.11 takes -2**63 .. 2**64 - 1 (an
+#: int64 tensor wraps 2**63, a float tensor gets its value) and raises OverflowError beyond
 _INT64_MIN, _INT64_MAX, _UINT64_MAX = -(2 ** 63), 2 ** 63 - 1, 2 ** 64 - 1
 
 
-def _check_python_int(op: str, value, compute: _dtype.dtype) -> None:
-    """Refuse a Python int operand PyTorch cannot unpack (Note [elementwise plans]): only called
-    for ints outside the plan's weak-scalar limits, so in-range ints cost nothing here."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        high = _UINT64_MAX if compute is _dtype.uint64 else _INT64_MAX
-        if not _INT64_MIN <= value <= high:
-            valid = "-2**63 to 2**64 - 1 in a uint64 op" if compute is _dtype.uint64 else \
-                "-2**63 to 2**63 - 1, int64's range"
-            raise RuntimeError(f"{op}: Overflow when unpacking long: the Python int {value} is "
-                               f"outside the range a number operand may take ({valid}); pass "
-                               f"a float or a tensor instead")
+def _check_python_int(op: str, value) -> None:
+    """Refuse a Python int operand PyTorch cannot convert (Note [elementwise plans]): only
+    called for ints outside the plan's weak-scalar limits, so in-range ints cost nothing
+    here."""
+    if isinstance(value, int) and not isinstance(value, bool) and \
+            not _INT64_MIN <= value <= _UINT64_MAX:
+        raise OverflowError(f"{op}: int too big to convert: the Python int {value} is outside "
+                            f"-2**63 .. 2**64 - 1, the range a number operand may take; pass "
+                            f"a float or a tensor instead")
 
 
 def _cast(value, compute: np.dtype, xp):
@@ -134,9 +132,9 @@ def _shape_of(value):
 # (:func:`_plan`, which raises every error the op can raise from metadata) and later calls with
 # the same signature look it up in one dict and only launch (:func:`_execute`). What depends on
 # values is checked per call: guards on tensors, an integer scalar outside the compute dtype
-# (wrapped as PyTorch casts do; beyond int64, or uint64 for a uint64 op, refused as PyTorch
-# refuses to unpack it), the host's integer division by zero, and ``pow``'s negative integer
-# exponent (``pow`` with a number operand is never cached). Devices enter keys by id:
+# (wrapped as PyTorch casts do; outside -2**63 .. 2**64 - 1 refused with OverflowError, as
+# PyTorch refuses to convert it), the host's integer division by zero, and ``pow``'s negative
+# integer exponent (``pow`` with a number operand is never cached). Devices enter keys by id:
 # they are canonical objects (``_runtime.device.resolve``) whose Python ``__hash__`` would cost
 # a call per lookup.
 
@@ -380,7 +378,7 @@ def _operand_values(plan: _Plan, operands, values: list) -> None:
             if limits is not None and limits[0] <= value <= limits[1]:
                 values.append(value)
             else:
-                _check_python_int(plan.op, value, plan.compute)
+                _check_python_int(plan.op, value)
                 values.append(_cast(value, plan.compute_np, None))
         elif kind is _ITEM:
             value._check_guard()

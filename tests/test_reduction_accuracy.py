@@ -130,8 +130,10 @@ def test_complex64_over_the_leading_dim(device):
 
 
 def test_contiguous_trailing_sums_keep_numpys_float32_values(device):
-    # the fast cases (full and last-dim reductions of contiguous data) are unchanged: the same
-    # float32 pairwise sums as NumPy's own, bit for bit
+    # the fast cases (full and last-dim reductions of contiguous data) are unchanged: where the
+    # arrays are NumPy's (cpu, sim), the same float32 pairwise sums as NumPy's own, bit for bit
+    if tp.device(device).type not in ("cpu", "sim"):
+        pytest.skip("CuPy's float32 reductions add in another order than NumPy's")
     a = RNG.random((64, 3000)).astype(np.float32)
     t = tp.tensor(a, device=device)
     np.testing.assert_array_equal(to_numpy(t.sum(1)), a.sum(1))

@@ -430,11 +430,18 @@ def linspace(start, end, steps: int, dtype=None, device=None) -> Tensor:
                                f"end={end}) can't be safely cast to passed dtype "
                                f"{_dtype.to_dtype(dtype).name}; pass a complex dtype")
     dtype = _dtype.get_default_dtype() if dtype is None else dtype
-    # computed in double precision (complex128 for complex bounds: CuPy's default is float64)
-    wide = np.float64 if isinstance(start, _REAL_SCALARS) and isinstance(end, _REAL_SCALARS) \
-        else np.complex128
-    return _generated((steps,), dtype, device, "linspace", lambda xp, out: out.__setitem__(
-        Ellipsis, xp.linspace(start, end, steps, dtype=wide)))
+    if isinstance(start, _REAL_SCALARS) and isinstance(end, _REAL_SCALARS):
+        return _generated((steps,), dtype, device, "linspace", lambda xp, out: out.__setitem__(
+            Ellipsis, xp.linspace(start, end, steps)))
+    start, end = complex(start), complex(end)
+
+    def complex_linspace(xp, out):   # CuPy's linspace takes no complex bounds
+        if steps:
+            step = (end - start) / (steps - 1) if steps > 1 else 0j
+            values = start + xp.arange(steps, dtype=np.float64) * step
+            values[-1] = end
+            out[...] = values
+    return _generated((steps,), dtype, device, "linspace", complex_linspace)
 
 
 def eye(n: int, m: int | None = None, dtype=None, device=None) -> Tensor:

@@ -5,6 +5,8 @@
 # check: the elementwise check, the MLP probes and the conformance suite (fits one 10-min call)
 # final: the control-flow probe and the benchmark suite
 # mlp: where the eager MLP's time goes (profile_mlp.py)
+# skinny: the matmul/compile/nn tests on cuda and the MLP device probe
+# devprobe: the MLP's device time per piece, the eager-op probe and the MLP profile
 # probe: the control-flow and eager probes (where the per-step and per-op host time goes)
 # verify: the torch differential scripts beside the conformance suite (four processes)
 # last: the bench, the torch differential scripts (one tarball) and the conformance suite
@@ -21,6 +23,17 @@ if ls .whl/nvmath_python-*cp312*.whl >/dev/null 2>&1; then
 fi
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/info.txt"
 python3 -m tensorplay info 2>&1 | tee -a "$OUT/info.txt"
+if [ "$what" = skinny ]; then
+  timeout 300 python3 -m pytest -q -p no:cacheprovider --timeout=60 tests/internals/test_cuda_matmul.py \
+    tests/test_tensor_matmul.py tests/compiler tests/test_nn_functional.py "$@" > "$OUT/skinny_tests.log" 2>&1
+  echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/skinny_tests.log" | head -40; tail -3 "$OUT/skinny_tests.log"
+  timeout 150 python3 benchmarks/mlp_device_probe.py > "$OUT/mlp_device_probe.txt" 2>&1; cat "$OUT/mlp_device_probe.txt"
+fi
+if [ "$what" = devprobe ]; then
+  timeout 150 python3 benchmarks/mlp_device_probe.py > "$OUT/mlp_device_probe.txt" 2>&1; cat "$OUT/mlp_device_probe.txt"
+  timeout 150 python3 benchmarks/eager_probe.py > "$OUT/eager_probe.txt" 2>&1; grep "per call" "$OUT/eager_probe.txt"
+  timeout 150 python3 benchmarks/profile_mlp.py > "$OUT/profile_mlp.txt" 2>&1; head -20 "$OUT/profile_mlp.txt"
+fi
 if [ "$what" = mlp ]; then
   timeout 200 python3 benchmarks/profile_mlp.py 2>&1 | tee "$OUT/profile_mlp.txt" | head -80
 fi

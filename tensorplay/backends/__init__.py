@@ -276,10 +276,10 @@ class OptionalHooks(Protocol):
                         precision: str = "highest") -> None:
         """``out[...] = activation(a @ b + bias)`` in one call, for what the capability
         ``matmul_epilogues`` lists: ``activation`` one of its members (None: bias only, "relu",
-        "gelu_tanh"), ``a`` and ``b`` float16, bfloat16 or float32 of one dtype, ``bias`` a
-        contiguous 1-D array of ``out``'s last dimension and dtype, ``out`` C-contiguous and the
-        inner dimension not empty. Fallback: ``matmul`` then the bias and activation as ops of
-        their own (``_tensor/linalg.py``)."""
+        "gelu", "gelu_tanh", "silu"), ``a`` and ``b`` float16, bfloat16 or float32 of one
+        dtype, ``bias`` a contiguous 1-D array of ``out``'s last dimension and dtype, ``out``
+        C-contiguous and the inner dimension not empty. Fallback: ``matmul`` then the bias and
+        activation as ops of their own (``_tensor/linalg.py``)."""
 
     def erf(self, x: Any) -> Any:
         """The error function of a float ``xp`` array in one kernel. Fallback: composed from xp

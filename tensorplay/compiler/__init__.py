@@ -28,10 +28,12 @@ def compile(fn=None, *, backend: str = "cudagraphs", cache_size: int = 8, fuse: 
     the capture rewrites every ``matmul`` (``@``) whose result only feeds an ``add`` of a
     same-dtype tensor (the bias), optionally followed by ``relu``, ``gelu`` (exact or tanh) or
     ``silu`` of that sum, into one fused product (``x @ w + b`` then ``gelu`` is the usual
-    case; ``nn.functional.linear`` is fused the same way). On cuda that is one cuBLASLt call
-    with a BIAS, RELU_BIAS or GELU_BIAS (tanh GELU) epilogue, and for exact GELU or SiLU the
-    bias epilogue followed by one activation kernel; on sim it is the same ops computed by
-    NumPy. Intermediates that the function keeps (returns, stores, or looks at again) are not
+    case; ``nn.functional.linear`` is fused the same way). On cuda a float32 product of at
+    most 8 rows is ONE kernel with the bias and any of these activations (a small batch
+    through a layer, where cuBLAS is latency); other products are one cuBLASLt call with a
+    BIAS, RELU_BIAS or GELU_BIAS (tanh GELU) epilogue, and for exact GELU or SiLU the bias
+    epilogue followed by one activation kernel; on sim it is the same ops computed by NumPy.
+    Intermediates that the function keeps (returns, stores, or looks at again) are not
     fused away, and a capture that strays from the warm-up's sequence of ops is captured again
     as written. Results equal the unfused ops within float tolerance (fused epilogues round
     once instead of after each op). The compiled function's ``fused_products`` counts them.

@@ -15,7 +15,7 @@ _BACKEND = cuda_backend_or_skip("the cuda backend's matmul")
 import cupy  # noqa: E402
 import ml_dtypes  # noqa: E402
 
-from tensorplay.backends.cuda import _matmul  # noqa: E402
+from tensorplay.backends.cuda import _matmul, _skinny  # noqa: E402
 
 HALF = {np.float16: np.float16, "bfloat16": ml_dtypes.bfloat16}
 
@@ -38,7 +38,7 @@ def clean():
 def test_engine_is_cublaslt_and_reported():
     assert _matmul.available(), _matmul.ENGINE
     assert _BACKEND.matrix_engine.startswith("cuBLASLt")
-    assert _BACKEND.matmul_epilogues == {None, "relu", "gelu_tanh"}
+    assert _BACKEND.matmul_epilogues == {None, "relu", "gelu_tanh", "gelu", "silu"}
 
 
 @pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32])
@@ -89,3 +89,64 @@ def test_products_inside_a_raw_capture_replay(dtype):
 def test_integer_products_use_cupys_kernels():
     a = cupy.arange(12, dtype=cupy.int64).reshape(3, 4)
     np.testing.assert_array_equal(_BACKEND.matmul(a, a.T).get(), a.get() @ a.get().T)
+
+
+_ACTIVATIONS = {None: lambda x: x, "relu": lambda x: np.maximum(x, 0), "gelu_tanh": _gelu_tanh,
+                "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
+                "silu": lambda x: x / (1 + np.exp(-x))}
+
+
+@pytest.mark.parametrize("rows", [1, 3, 8])
+@pytest.mark.parametrize("form", ["nn", "nt"])
+@pytest.mark.parametrize("activation", sorted(_ACTIVATIONS, key=str))
+def test_skinny_products_take_one_kernel_with_bias_and_activation(rows, form, activation):
+    x = cupy.asarray(_host((rows, 136), np.float32))
+    stored = cupy.asarray(_host((136, 40) if form == "nn" else (40, 136), np.float32, 1))
+    w = stored if form == "nn" else stored.T
+    out = cupy.empty((rows, 40), np.float32)
+    assert _skinny.plan(x, w, out, True, activation) is not None
+    expected = x.get().astype(np.float64) @ w.get().astype(np.float64)
+    for seed in (2, 3):   # the second call takes the cached launcher with another bias
+        bias = _host((40,), np.float32, seed)
+        _BACKEND.matmul_epilogue(x, w, out, cupy.asarray(bias), activation)
+        want = _ACTIVATIONS[activation](expected + bias)
+        np.testing.assert_allclose(out.get(), want, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_BACKEND.matmul(x, w).get(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_products_the_skinny_kernels_do_not_take_are_still_right():
+    base = cupy.asarray(_host((20, 68), np.float32))
+    w = cupy.asarray(_host((66, 24), np.float32, 1))
+    bias = cupy.asarray(_host((24,), np.float32, 2))
+    cases = [base[:9, :64], base[:8, :66], base[:8, 1:65], base[:8, :64].astype(np.float64)]
+    for x in cases:
+        ww = w[:x.shape[1]].astype(x.dtype)
+        out = cupy.empty((x.shape[0], 24), x.dtype)
+        if x.dtype == np.float32:
+            assert _skinny.plan(x, ww, out, True, "gelu") is None
+            _BACKEND.matmul_epilogue(x, ww, out, bias, "gelu")
+            want = _ACTIVATIONS["gelu"](x.get().astype(np.float64) @ ww.get() + bias.get())
+        else:
+            _BACKEND.matmul(x, ww, out)
+            want = x.get() @ ww.get()
+        np.testing.assert_allclose(out.get(), want, rtol=1e-5, atol=1e-5)
+
+
+def test_skinny_products_inside_a_raw_capture_replay():
+    hx = _host((8, 64), np.float32)
+    x = cupy.zeros((8, 64), np.float32)
+    w = cupy.asarray(_host((64, 32), np.float32, 1))
+    bias = cupy.asarray(_host((32,), np.float32, 2))
+    out = cupy.empty((8, 32), np.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        _BACKEND.matmul_epilogue(x, w, out, bias, "silu")   # compiled outside the capture
+        stream.begin_capture()
+        _BACKEND.matmul_epilogue(x, w, out, bias, "silu")
+        graph = stream.end_capture()
+    x[...] = cupy.asarray(hx)
+    cupy.cuda.Device().synchronize()
+    graph.launch(stream)
+    stream.synchronize()
+    want = _ACTIVATIONS["silu"](hx.astype(np.float64) @ w.get() + bias.get())
+    np.testing.assert_allclose(out.get(), want, rtol=1e-5, atol=1e-5)

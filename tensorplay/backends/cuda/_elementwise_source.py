@@ -27,8 +27,8 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ["OPS", "SUM_SMALL_LIMIT", "SUM_NAME", "HALF_DTYPES", "kernel_source", "kernel_name",
-           "program_source", "program_name", "sum_source", "sum_accumulator", "result_dtype",
-           "arity"]
+           "unary_expression", "program_source", "program_name", "sum_source", "sum_accumulator",
+           "result_dtype", "arity"]
 
 SUM_SMALL_LIMIT = 1 << 16   #: the most elements one single-block sum kernel is given
 
@@ -130,6 +130,15 @@ def _expression(op: str, compute: np.dtype) -> str | None:
         return None
     _, ctype, utype = _CTYPES[compute]
     return template.format(T=ctype, U=utype, f="f" if ctype == "float" else "")
+
+
+def unary_expression(op: str, compute: np.dtype) -> str:
+    """The C expression of unary ``op`` over a local ``a`` of ``compute``'s C type (the form
+    the fused product kernels of ``_skinny.py`` apply after their bias)."""
+    expression = _expression(op, np.dtype(compute))
+    if expression is None or _ARITY.get(op) != 1:
+        raise ValueError(f"no unary {op!r} expression for {np.dtype(compute)}")
+    return expression
 
 
 def result_dtype(op: str, compute: np.dtype) -> np.dtype:

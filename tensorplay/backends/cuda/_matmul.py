@@ -20,6 +20,9 @@ uniform stride per operand (stride 0 broadcasts); operands that do not (or that 
 themselves, as expanded views do) are copied to contiguous memory first. A 2-D right operand
 with a batched left one whose rows are uniformly strided folds the batch into the rows: one GEMM.
 
+Products of at most 8 float32 rows (a small batch through a layer) skip cuBLASLt: one kernel of
+``_skinny.py`` computes them with the bias and activation, where cuBLASLt is pure latency.
+
 Without nvmath-python (:data:`ENGINE` says which path is used): ``cupy.matmul`` (cuBLAS) eagerly,
 and a clear ``RuntimeError`` while capturing. Integer and bool products use ``cupy.matmul``
 (CuPy's own kernels) on both paths.
@@ -29,12 +32,14 @@ from __future__ import annotations
 
 import logging
 import threading
+from typing import Any
+
 import cupy
 import numpy as np
 
 from cuda.bindings import runtime
 
-from . import _elementwise
+from . import _elementwise, _skinny
 from ._graphs import _roots as _capturing_roots   # non-empty while a capture is open
 from ._runtime import is_capturing, relaxed_capture_mode
 
@@ -52,8 +57,12 @@ except Exception as _exc:  # noqa: BLE001 - optional: the fallback path says why
 else:
     ENGINE = "cuBLASLt through nvmath-python (eager and captured)"
 
-#: Activations :func:`matmul_epilogue` fuses into the GEMM (None: the bias alone).
-EPILOGUES = frozenset({None, "relu", "gelu_tanh"}) if _lt is not None else frozenset()
+# the activations cuBLASLt's own epilogues compute (None: the bias alone)
+_LT_ACTIVATIONS = frozenset({None, "relu", "gelu_tanh"})
+#: Activations :func:`matmul_epilogue` fuses (None: the bias alone): cuBLASLt's epilogues, and
+#: exact GELU and SiLU, which skinny products (Note [skinny products]) apply in their one kernel
+#: and other products as one kernel after cuBLASLt's BIAS epilogue.
+EPILOGUES = _LT_ACTIVATIONS | {"gelu", "silu"} if _lt is not None else frozenset()
 _EPILOGUE_DTYPES = frozenset({np.dtype(np.float16), np.dtype("bfloat16"), np.dtype(np.float32)})
 
 _WORKSPACE_LIMIT = 32 << 20   # the most workspace an algorithm may ask for
@@ -284,19 +293,22 @@ def matmul_epilogue(a, b, out, bias, activation: str | None, precision: str = "h
 
 
 def _product(a, b, out, precision, bias, with_bias, activation):
-    if _lt is not None and out is not None:
+    if out is not None:
         pa, pb, pc = a.data.ptr, b.data.ptr, out.data.ptr
         direct = (a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, a.dtype,
                   b.dtype, out.dtype, precision, with_bias, activation, pa & 255, pb & 255,
                   pc & 255, out.device.id, not _capturing_roots)
         plan = _direct.get(direct)
         if plan is not None:    # the steady state: operands as last time, no copies needed
-            _run(plan, out.device.id, pb, pa, pc, bias)
+            if plan.__class__ is _Plan:
+                _run(plan, out.device.id, pb, pa, pc, bias)
+            else:               # a skinny product's launcher
+                plan(a, b, bias, out)
             return out
     else:
         direct = None
     dtype = a.dtype
-    if _lt is None or dtype != b.dtype or dtype not in _TYPES:
+    if (_lt is None and dtype != np.float32) or dtype != b.dtype or dtype not in _TYPES:
         return _fallback(a, b, out, bias, with_bias, activation)
     a2, b2 = _matrix_view(a, True), _matrix_view(b, False)
     m, k, n = a2.shape[-2], a2.shape[-1], b2.shape[-1]
@@ -323,7 +335,19 @@ def _product(a, b, out, precision, bias, with_bias, activation):
         rows = _fold_rows(a2)
         if rows is not None:   # one GEMM: the batch folds into a's rows
             a2, batch_shape, result = rows, (), result.reshape(-1, n)
-    plan = _gemm(a2, b2, result, batch_shape, dtype, precision, bias, with_bias, activation)
+    launch = _skinny.plan(a2, b2, result, with_bias, activation) if not batch_shape else None
+    if launch is not None:   # a few rows: one kernel of _skinny.py, epilogue included
+        launch(a2, b2, bias, result)
+        plan = launch if a.ndim == 2 and b.ndim == 2 else None
+    elif _lt is None:
+        return _fallback(a, b, out, bias, with_bias, activation)
+    elif activation not in _LT_ACTIVATIONS:   # the BIAS epilogue, then the activation's kernel
+        _gemm(a2, b2, result, batch_shape, dtype, precision, bias, with_bias, None)
+        _finish_epilogue(result, None, True, activation)
+        plan = None
+    else:
+        plan = _gemm(a2, b2, result, batch_shape, dtype, precision, bias, with_bias,
+                     activation)
     if plan is not None and direct is not None:
         with _lock:
             if len(_direct) >= 4096:
@@ -334,7 +358,7 @@ def _product(a, b, out, precision, bias, with_bias, activation):
     return out
 
 
-_direct: dict[tuple, _Plan] = {}
+_direct: dict[tuple, Any] = {}   # a _Plan, or a skinny launcher
 
 
 def _fold_rows(a):

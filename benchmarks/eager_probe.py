@@ -87,8 +87,10 @@ def cupy_cases():
             func, grid, 1, 1, 256, 1, 1, 0, stream,
             ((a.data.ptr, b.data.ptr, c.data.ptr, n), (None, None, None, ctypes.c_longlong)), 0)
         del ptr_t
+        cases.update(_ctypes_launch_cases(fptr, grid, stream, vals, params, a, b, c, driver))
     except Exception as exc:  # noqa: BLE001
         print("cuLaunchKernel cases skipped:", type(exc).__name__, exc)
+    cases.update(_as_array_cases(cp))
     try:
         from cuda.bindings import runtime
         cases["cudaStreamQuery (one binding call)"] = lambda: runtime.cudaStreamQuery(stream)
@@ -100,6 +102,54 @@ def cupy_cases():
             report(name, per_call(fn, sync))
         except Exception as exc:  # noqa: BLE001
             print(f"{name}: failed {type(exc).__name__}: {exc}")
+
+
+def _ctypes_launch_cases(fptr, grid, stream, vals, params, a, b, c, driver):
+    """The same prepacked launch through ctypes straight into libcuda (GIL released: CDLL; held:
+    PyDLL), and through cuda-bindings with the stream given as a ``CUstream`` object."""
+    cases = {}
+    cu_stream = driver.CUstream(stream)
+    func = driver.CUfunction(fptr)
+    cases["cuLaunchKernel, CUstream object"] = lambda: driver.cuLaunchKernel(
+        func, grid, 1, 1, 256, 1, 1, 0, cu_stream, params, 0)
+    for label, loader in (("CDLL", ctypes.CDLL), ("PyDLL", ctypes.PyDLL)):
+        lib = loader("libcuda.so.1")
+        fn = lib.cuLaunchKernel
+        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        fn.restype = ctypes.c_int
+
+        def prepacked(fn=fn):
+            return fn(fptr, grid, 1, 1, 256, 1, 1, 0, stream, params, None)
+
+        def writes(fn=fn):
+            vals[0] = a.data.ptr
+            vals[1] = b.data.ptr
+            vals[2] = c.data.ptr
+            return fn(fptr, grid, 1, 1, 256, 1, 1, 0, stream, params, None)
+        assert prepacked() == 0
+        cases[f"ctypes {label} cuLaunchKernel prepacked"] = prepacked
+        cases[f"ctypes {label} cuLaunchKernel + 3 writes"] = writes
+    return cases
+
+
+def _as_array_cases(cp):
+    """What a CuPy view of raw memory costs, spelled three ways."""
+    from cupy.cuda.memory import MemoryPointer, UnownedMemory
+    base = cp.empty((64, 64), cp.float32)
+    ptr = base.data.ptr
+    f32 = np.dtype(np.float32)
+    return {
+        "as_array: ndarray(shape, np.dtype(t), mp, strides)": lambda: cp.ndarray(
+            (64, 64), np.dtype(f32), MemoryPointer(UnownedMemory(ptr, 16384, base, 0), 0),
+            strides=(256, 4)),
+        "as_array: ndarray(shape, t, mp, strides)": lambda: cp.ndarray(
+            (64, 64), f32, MemoryPointer(UnownedMemory(ptr, 16384, base, 0), 0),
+            strides=(256, 4)),
+        "as_array: ndarray(shape, t, mp)": lambda: cp.ndarray(
+            (64, 64), f32, MemoryPointer(UnownedMemory(ptr, 16384, base, 0), 0)),
+        "UnownedMemory + MemoryPointer": lambda: MemoryPointer(
+            UnownedMemory(ptr, 16384, base, 0), 0),
+    }
 
 
 def torch_cases():

@@ -9,6 +9,8 @@
 # devprobe: the MLP's device time per piece, the eager-op probe and the MLP profile
 # probe: the control-flow and eager probes (where the per-step and per-op host time goes)
 # verify: the torch differential scripts beside the conformance suite (four processes)
+# launch: the eager probe, the bench's eager table and the MLP device probe on a quiet machine,
+#   then verify
 # last: the bench, the torch differential scripts (one tarball) and the conformance suite
 set -u
 what=${1:-all}; shift || true
@@ -60,7 +62,13 @@ if [ "$what" = matmul ]; then
     > "$OUT/matmul_tests.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/matmul_tests.log" | head -60; tail -3 "$OUT/matmul_tests.log"
 fi
-if [ "$what" = verify ]; then
+if [ "$what" = launch ]; then
+  timeout 150 python3 benchmarks/eager_probe.py > "$OUT/eager_probe.txt" 2>&1; grep "per call\|failed\|skipped" "$OUT/eager_probe.txt"
+  timeout 120 python3 -m tensorplay bench --eager-only --json "$OUT/bench_eager_h200.json" \
+    2>&1 | tee "$OUT/bench_eager_h200.txt" | tail -12
+  timeout 150 python3 benchmarks/mlp_device_probe.py > "$OUT/mlp_device_probe.txt" 2>&1; tail -8 "$OUT/mlp_device_probe.txt"
+fi
+if [ "$what" = verify ] || [ "$what" = launch ]; then
   # The differential scripts (one tarball) run beside the conformance suite, which runs in four
   # pytest processes over disjoint test files (the card has room; one process takes ~8 minutes).
   mkdir -p /tmp/tp_checks

@@ -35,28 +35,36 @@ _BOOL, _INT, _FLOAT, _COMPLEX = 0, 1, 2, 3
 
 
 class dtype:
-    """A tensor element type. Compare with ``==``; ``str(tp.float32) == 'tensorplay.float32'``."""
+    """A tensor element type. Compare with ``==``; ``str(tp.float32) == 'tensorplay.float32'``.
 
-    __slots__ = ("name", "numpy", "itemsize", "_category", "_rank")
+    ``is_floating_point``, ``is_complex`` and ``is_signed`` are plain attributes (read on every
+    op's checks); like every attribute of a dtype they cannot be set.
+    """
+
+    __slots__ = ("name", "numpy", "itemsize", "is_floating_point", "is_complex", "is_signed",
+                 "_category", "_rank")
+
+    name: str
+    numpy: np.dtype
+    itemsize: int
+    is_floating_point: builtins.bool
+    is_complex: builtins.bool
+    is_signed: builtins.bool
+    _category: int
+    _rank: int
 
     def __init__(self, name: str, numpy_dtype, category: int, rank: int):
-        self.name = name
-        self.numpy = np.dtype(numpy_dtype)
-        self.itemsize = self.numpy.itemsize
-        self._category = category
-        self._rank = rank
+        numpy = np.dtype(numpy_dtype)
+        for attribute, value in (
+                ("name", name), ("numpy", numpy), ("itemsize", numpy.itemsize),
+                ("is_floating_point", category == _FLOAT), ("is_complex", category == _COMPLEX),
+                ("is_signed", name not in ("bool", "uint8", "uint16", "uint32", "uint64")),
+                ("_category", category), ("_rank", rank)):
+            object.__setattr__(self, attribute, value)
 
-    @property
-    def is_floating_point(self) -> builtins.bool:
-        return self._category == _FLOAT
-
-    @property
-    def is_complex(self) -> builtins.bool:
-        return self._category == _COMPLEX
-
-    @property
-    def is_signed(self) -> builtins.bool:
-        return self.name not in ("bool", "uint8", "uint16", "uint32", "uint64")
+    def __setattr__(self, attribute: str, value) -> None:
+        raise AttributeError(f"tensorplay dtypes are immutable: cannot set {attribute!r} of "
+                             f"{self!r}")
 
     def __repr__(self) -> str:
         return f"tensorplay.{self.name}"

@@ -120,9 +120,8 @@ def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype) -> A
         stream = _state.current_native_stream(index)
     nbytes = math.prod(shape) * dtype.itemsize or 1
     allocation = (_allocators.get(index) or device_allocator(index)).malloc(nbytes, stream)
-    strides = _strides.get((shape, dtype.itemsize)) or c_strides(shape, dtype.itemsize)
     return _selection.accelerator.as_array(  # type: ignore[union-attr]
-        index, allocation.ptr, nbytes, dtype.numpy, shape, strides, allocation)
+        index, allocation.ptr, nbytes, dtype.numpy, shape, None, allocation)
 
 
 #: native stream -> ``watcher(kernel)`` for the streams recording an open while body (Note

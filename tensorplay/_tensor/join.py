@@ -29,7 +29,8 @@ def _tensor_arg(value, op: str, name: str) -> Tensor:
     if not isinstance(value, Tensor):
         raise TypeError(f"{op}(): argument '{name}' must be a Tensor, not "
                         f"{type(value).__name__}")
-    value._check_guard()
+    if value._guard is not None:
+        value._check_guard()
     return value
 
 

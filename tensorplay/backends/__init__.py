@@ -109,9 +109,9 @@ class Memory(Protocol):
         is pending on it."""
 
     def as_array(self, index: int, ptr: int, nbytes: int, numpy_dtype: Any,
-                 shape: tuple[int, ...], strides: tuple[int, ...], owner: Any) -> Any:
-        """An ``xp`` array viewing device memory at ``ptr`` (strides in bytes); the array keeps
-        ``owner`` alive."""
+                 shape: tuple[int, ...], strides: tuple[int, ...] | None, owner: Any) -> Any:
+        """An ``xp`` array viewing device memory at ``ptr`` (strides in bytes; None: C order,
+        what every new result has); the array keeps ``owner`` alive."""
 
     def array_ptr(self, array: Any) -> int:
         """The device address of an ``xp`` array's first element (views included)."""

@@ -90,7 +90,8 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
                             f"{type(approximate).__name__}")
         raise RuntimeError(f"approximate argument must be either none or tanh, got "
                            f"{approximate!r}")
-    _floating("gelu", _tensor(input, "gelu", "input", 1))
+    if not (isinstance(input, Tensor) and input._dtype.is_floating_point):
+        _floating("gelu", _tensor(input, "gelu", "input", 1))   # raises
     return _activations.gelu(input, approximate)
 
 

@@ -155,7 +155,6 @@ def test_empty_cache_returns_unused_blocks_only(dev):
     settle()
     tp.accelerator.empty_cache()
     reserved0 = tp.accelerator.memory_reserved(dev)
-    free0, total = tp.accelerator.get_memory_info(dev)
     keep = tp.arange(1000, dtype=tp.float32, device=dev)
     big = tp.empty(64 * MIB, dtype=tp.uint8, device=dev)
     big.fill_(1)
@@ -164,12 +163,15 @@ def test_empty_cache_returns_unused_blocks_only(dev):
     settle()
     cached = tp.accelerator.memory_reserved(dev)
     allocated = tp.accelerator.memory_allocated(dev)
+    free_before = tp.accelerator.get_memory_info(dev)[0]
     tp.accelerator.empty_cache()
+    # the device's free memory is device-wide: other processes on a shared card move it too, so
+    # only its change across the one call is read (the 64 MiB block went back to the device)
+    assert tp.accelerator.get_memory_info(dev)[0] - free_before >= 48 * MIB
     assert tp.accelerator.memory_allocated(dev) == allocated
     assert tp.accelerator.memory_reserved(dev) <= cached
     assert tp.accelerator.memory_reserved(dev) < reserved0 + 64 * MIB
     assert tp.accelerator.memory_reserved(dev) >= tp.accelerator.memory_allocated(dev)
-    assert tp.accelerator.get_memory_info(dev)[0] > free0 - 64 * MIB
     assert to_numpy(keep).tolist() == list(range(1000))
     tp.accelerator.memory.empty_cache()
     tp.accelerator.empty_host_cache()

@@ -288,3 +288,74 @@ def test_tensor_ops_with_a_row_operand_take_the_row_kernel(ew, a_shape, b_shape)
     assert plan.fast is not None and "r" in ew._made[plan.fast][0][3]
     ta.sub_(tb)
     np.testing.assert_array_equal(ta.cpu().numpy(), a - b)
+
+
+def test_gpu_packed_launches_from_many_threads_do_not_mix(ew):
+    """Launchers write their parameters into one buffer per thread (``_launch.PackedLaunch``):
+    eight threads launching one kernel on their own streams, each with its own operands and 40
+    outputs, each find exactly their own sums (a shared buffer would cross the pointers)."""
+    import threading
+
+    import cupy
+
+    launch = ew.elementwise_kernel("add", F32, "aa", F32)
+    device = cupy.cuda.runtime.getDevice()
+    failures: list = []
+
+    def work(seed: int) -> None:
+        try:
+            with cupy.cuda.Device(device), cupy.cuda.Stream(non_blocking=True) as stream:
+                x = cupy.full((4096,), seed, F32)
+                y = cupy.full((4096,), 1000, F32)
+                outs = [cupy.empty_like(x) for _ in range(40)]
+                for out in outs:
+                    launch(x, y, out)
+                stream.synchronize()
+                for out in outs:
+                    if not bool((out == seed + 1000).all()):
+                        failures.append((seed, float(out[0])))
+                        return
+        except Exception as error:  # noqa: BLE001 - reported below with its thread
+            failures.append((seed, error))
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+
+
+@pytest.mark.parametrize("compute", [F32, F64, I32, I64], ids=lambda d: d.name)
+def test_gpu_scalars_are_packed_into_their_parameter_slots(ew, compute):
+    """Scalars of the compute dtype travel in the low bytes of 8-byte parameter slots
+    (``_launch.PackedLaunch``): before, after and between arrays and rows, each lands in its own
+    parameter."""
+    import cupy
+
+    x = (np.arange(24).reshape(4, 6) - 7).astype(compute)
+    row = (np.arange(6) * 3 - 5).astype(compute)
+    s, t = compute.type(3), compute.type(-2)
+    out = cupy.empty((4, 6), compute)
+    ew.elementwise_kernel("sub", compute, "sa", compute)(s, cupy.asarray(x), out)
+    np.testing.assert_array_equal(cupy.asnumpy(out), s - x)
+    ew.elementwise_kernel("sub", compute, "as", compute)(cupy.asarray(x), t, out)
+    np.testing.assert_array_equal(cupy.asnumpy(out), x - t)
+    ew.elementwise_kernel("sub", compute, "rs", compute)(cupy.asarray(row), s, out)
+    np.testing.assert_array_equal(cupy.asnumpy(out), np.broadcast_to(row - s, (4, 6)))
+    flags = cupy.asarray(x > 0)
+    ew.elementwise_kernel("where", compute, "ass", compute)(flags, s, t, out)
+    np.testing.assert_array_equal(cupy.asnumpy(out), np.where(x > 0, s, t))
+
+
+def test_gpu_bool_scalar_is_packed(ew):
+    import cupy
+
+    x = np.array([True, False, True, False])
+    out = cupy.empty(4, BOOL)
+    ew.elementwise_kernel("logical_and", BOOL, "as", BOOL)(cupy.asarray(x), np.bool_(True), out)
+    np.testing.assert_array_equal(cupy.asnumpy(out), x)
+    ew.elementwise_kernel("logical_or", BOOL, "sa", BOOL)(np.bool_(False), cupy.asarray(x), out)
+    np.testing.assert_array_equal(cupy.asnumpy(out), x)
+    ew.elementwise_kernel("logical_and", BOOL, "sa", BOOL)(np.bool_(False), cupy.asarray(x), out)
+    np.testing.assert_array_equal(cupy.asnumpy(out), [False] * 4)

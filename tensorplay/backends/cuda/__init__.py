@@ -215,10 +215,11 @@ class CudaBackend:
             check(runtime.cudaFree(ptr), "cudaFree")
 
     def as_array(self, index: int, ptr: int, nbytes: int, numpy_dtype: Any,
-                 shape: tuple[int, ...], strides: tuple[int, ...], owner: Any) -> Any:
+                 shape: tuple[int, ...], strides: tuple[int, ...] | None, owner: Any) -> Any:
         """A CuPy view of ``[ptr, ptr + nbytes)`` on device ``index`` that keeps ``owner``
-        (``shape`` and ``strides`` tuples, ``numpy_dtype`` a NumPy dtype: the eager hot path)."""
-        return _ndarray(shape, np.dtype(numpy_dtype),
+        (``shape`` a tuple, ``strides`` a tuple or None for C order, ``numpy_dtype`` a NumPy
+        dtype: the eager hot path; CuPy computes C strides faster than it takes given ones)."""
+        return _ndarray(shape, numpy_dtype,
                         _MemoryPointer(_UnownedMemory(ptr, nbytes, owner, index), 0),
                         strides=strides)
 

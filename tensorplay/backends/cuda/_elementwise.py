@@ -20,6 +20,7 @@ of the current device, which tensorplay binds to its own.
 
 from __future__ import annotations
 
+import array
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,7 @@ import numpy as np
 
 from . import _elementwise_source as _source
 from . import _kernels
+from ._launch import PackedLaunch, thread_ident
 
 __all__ = ["elementwise_kernel", "elementwise_program", "sum_kernel", "ensure", "SUM_SMALL_LIMIT",
            "BLOCK", "GRID_CAP"]
@@ -43,6 +45,9 @@ _BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which _elementwise_sou
 _sizes: dict[int, tuple[tuple[int], np.int64]] = {}
 _sum_sizes: dict[int, tuple[tuple[int], np.int64]] = {}
 _made: dict[Callable, tuple[tuple, Any]] = {}   # launcher -> (warm key, RawKernel), for ensure
+# compute dtype -> the struct letter its scalar parameters are packed with (PackedLaunch)
+_SCALAR_FORMATS = {np.dtype(np.float32): "f", np.dtype(np.float64): "d",
+                   np.dtype(np.int32): "i", np.dtype(np.int64): "q", np.dtype(np.bool_): "?"}
 
 
 def _geometry(n: int) -> tuple[tuple[int], np.int64] | None:
@@ -102,6 +107,43 @@ def _row_launcher(kernel, kinds: str) -> Callable:
     return launch
 
 
+def _packed_mixed_launcher(kernel, kinds: str, scalar_format: str | None) -> Callable:
+    """The launcher of a kernel over operands of any kinds through one
+    :class:`._launch.PackedLaunch`: an ``"a"`` array's pointer, an ``"r"`` row's pointer and
+    element count, an ``"s"`` scalar (of the compute dtype, ``scalar_format`` its ``struct``
+    letter) in its slot's low bytes; then the output's pointer and the element count."""
+    itemsize = 8 if scalar_format is None else array.array(scalar_format).itemsize
+    layout = []
+    slot = 0
+    for kind in kinds:
+        layout.append((kind, slot * 8 // itemsize if kind == "s" else slot))
+        slot += 2 if kind == "r" else 1
+    operands, out_slot = tuple(layout), slot
+    packed = PackedLaunch(kernel, slot + 2, scalar_format=scalar_format)
+    buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
+    get = _sizes.get
+    block = BLOCK
+
+    def launch(*args):
+        out = args[-1]
+        entry = get(out.size) or _geometry(out.size)
+        if entry is not None:
+            found = buffers.get(ident()) or buffer()
+            values, scalars = found[0], found[3]
+            for arg, (kind, position) in zip(args, operands):
+                if kind == "a":
+                    values[position] = arg.data.ptr
+                elif kind == "s":
+                    scalars[position] = arg
+                else:
+                    values[position] = arg.data.ptr
+                    values[position + 1] = arg.size
+            values[out_slot] = out.data.ptr
+            values[out_slot + 1] = entry[1]
+            packed(entry[0][0], block, found[1])
+    return launch
+
+
 def _launcher(kernel, count: int) -> Callable:
     """The per-arity launcher over ``kernel`` (no ``*args``: that costs a tuple per call)."""
     get = _sizes.get
@@ -128,6 +170,62 @@ def _launcher(kernel, count: int) -> Callable:
             entry = get(out.size) or _geometry(out.size)
             if entry is not None:
                 kernel(entry[0], block, (*args, entry[1]))
+    return launch
+
+
+def _packed_launcher(kernel, count: int) -> Callable:
+    """The per-arity launcher of an arrays-only kernel (``count`` operands, the output not
+    counted) through one :class:`._launch.PackedLaunch`: the operands' pointers, the output's,
+    then the element count."""
+    packed = PackedLaunch(kernel, count + 2)
+    buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
+    get = _sizes.get
+    block = BLOCK
+    launch: Callable[..., None]
+    if count == 1:
+        def launch(x, out):
+            entry = get(out.size) or _geometry(out.size)
+            if entry is not None:
+                found = buffers.get(ident()) or buffer()
+                values = found[0]
+                values[0] = x.data.ptr
+                values[1] = out.data.ptr
+                values[2] = entry[1]
+                packed(entry[0][0], block, found[1])
+    elif count == 2:
+        def launch(x, y, out):
+            entry = get(out.size) or _geometry(out.size)
+            if entry is not None:
+                found = buffers.get(ident()) or buffer()
+                values = found[0]
+                values[0] = x.data.ptr
+                values[1] = y.data.ptr
+                values[2] = out.data.ptr
+                values[3] = entry[1]
+                packed(entry[0][0], block, found[1])
+    elif count == 3:
+        def launch(c, x, y, out):
+            entry = get(out.size) or _geometry(out.size)
+            if entry is not None:
+                found = buffers.get(ident()) or buffer()
+                values = found[0]
+                values[0] = c.data.ptr
+                values[1] = x.data.ptr
+                values[2] = y.data.ptr
+                values[3] = out.data.ptr
+                values[4] = entry[1]
+                packed(entry[0][0], block, found[1])
+    else:   # fused chains: any number of operands
+        def launch(*args):
+            out = args[-1]
+            entry = get(out.size) or _geometry(out.size)
+            if entry is not None:
+                found = buffers.get(ident()) or buffer()
+                values = found[0]
+                for i, array in enumerate(args):
+                    values[i] = array.data.ptr
+                values[count + 1] = entry[1]
+                packed(entry[0][0], block, found[1])
     return launch
 
 
@@ -206,7 +304,12 @@ def _build(op, compute, kinds: str, out):
     kernel = _make(key, source, name, halves)
     if kernel is _UNSUPPORTED:
         return _UNSUPPORTED
-    launch = _row_launcher(kernel, kinds) if "r" in kinds else _launcher(kernel, len(kinds))
+    if set(kinds) == {"a"}:
+        launch = _packed_launcher(kernel, len(kinds))
+    elif "s" not in kinds or compute in _SCALAR_FORMATS:
+        launch = _packed_mixed_launcher(kernel, kinds, _SCALAR_FORMATS.get(compute))
+    else:   # float16/bfloat16 scalars (16-bit patterns): RawKernel's calls convert them
+        launch = _row_launcher(kernel, kinds) if "r" in kinds else _launcher(kernel, len(kinds))
     if compute == _BF16 and "s" in kinds:
         launch = _with_bf16_scalars(launch, tuple(k for k, c in enumerate(kinds) if c == "s"))
     # the while-body scan looks at its arguments only (a function attribute mypy cannot type)
@@ -247,11 +350,17 @@ def _build_sum(compute, out):
     if kernel is _UNSUPPORTED:
         return _UNSUPPORTED
     get = _sum_sizes.get
-    grid = (1,)
+    packed = PackedLaunch(kernel, 3)   # x, the 0-d result, the element count
+    buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
 
     def launch(x, out_array):
         entry = get(x.size) or _sum_geometry(x.size)
-        kernel(grid, entry[0], (x, out_array, entry[1]))
+        found = buffers.get(ident()) or buffer()
+        values = found[0]
+        values[0] = x.data.ptr
+        values[1] = out_array.data.ptr
+        values[2] = entry[1]
+        packed(1, entry[0][0], found[1])
 
     # the while-body scan looks at its arguments only (a function attribute mypy cannot type)
     launch.tp_arguments_only = True  # type: ignore[attr-defined]

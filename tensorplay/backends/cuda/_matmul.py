@@ -294,14 +294,15 @@ def matmul_epilogue(a, b, out, bias, activation: str | None, precision: str = "h
 
 def _product(a, b, out, precision, bias, with_bias, activation):
     if out is not None:
-        pa, pb, pc = a.data.ptr, b.data.ptr, out.data.ptr
+        memory = out.data   # its device_id is a plain attribute (out.device builds a Device)
+        pa, pb, pc = a.data.ptr, b.data.ptr, memory.ptr
         direct = (a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, a.dtype,
                   b.dtype, out.dtype, precision, with_bias, activation, pa & 255, pb & 255,
-                  pc & 255, out.device.id, not _capturing_roots)
+                  pc & 255, memory.device_id, not _capturing_roots)
         plan = _direct.get(direct)
         if plan is not None:    # the steady state: operands as last time, no copies needed
             if plan.__class__ is _Plan:
-                _run(plan, out.device.id, pb, pa, pc, bias)
+                _run(plan, memory.device_id, pb, pa, pc, bias)
             else:               # a skinny product's launcher
                 plan(a, b, bias, out)
             return out

@@ -31,6 +31,7 @@ import numpy as np
 
 from . import _elementwise_source as _source
 from . import _kernels
+from ._launch import PackedLaunch, thread_ident
 
 __all__ = ["MAX_ROWS", "MAX_WEIGHT", "ACTIVATIONS", "plan"]
 
@@ -191,13 +192,20 @@ def plan(x, w, y, with_bias: bool, activation: str | None) -> Callable | None:
         return None
     kernel = _kernel(form, m, k, with_bias, activation)
     cols = _NN_COLS if form == "nn" else _NT_COLS
-    grid = (-(-n // cols),)
-    block = (_THREADS,)
-    ldx, ldw64, n64 = (np.int64(v) for v in (x.strides[0] // item, ldw, n))
-    zero = np.uint64(0)
+    grid = -(-n // cols)
+    block = _THREADS
+    # x, ldx, w, ldw, bias, y, n: the plan's own launcher, its strides and width written once
+    packed = PackedLaunch(kernel, 7, {1: x.strides[0] // item, 3: ldw, 6: n})
+    buffers, buffer = packed.buffers, packed.buffer
 
     def launch(x, w, bias, y):
-        kernel(grid, block, (x, ldx, w, ldw64, zero if bias is None else bias, y, n64))
+        found = buffers.get(thread_ident()) or buffer()
+        values = found[0]
+        values[0] = x.data.ptr
+        values[2] = w.data.ptr
+        values[4] = 0 if bias is None else bias.data.ptr
+        values[5] = y.data.ptr
+        packed(grid, block, found[1])
 
     launch.tp_arguments_only = True  # type: ignore[attr-defined]
     return launch

@@ -140,8 +140,9 @@ class SimMemory(Generic[Device]):
         return found
 
     def as_array(self, index: int, ptr: int, nbytes: int, numpy_dtype: Any,
-                 shape: tuple[int, ...], strides: tuple[int, ...], owner: Any) -> Any:
-        """A NumPy view of ``[ptr, ptr + nbytes)``; strides in bytes (0 broadcasts). The view
+                 shape: tuple[int, ...], strides: tuple[int, ...] | None, owner: Any) -> Any:
+        """A NumPy view of ``[ptr, ptr + nbytes)``; strides in bytes (0 broadcasts; None: C
+        order). The view
         (and every view of it) keeps ``owner`` alive through its ``.base`` chain."""
         with self._device(index).lock:
             base, segment = self._segment_or_raise("as_array", ptr, nbytes)
@@ -158,7 +159,7 @@ class SimMemory(Generic[Device]):
             buffer._tensorplay_owner = owner
             buffer._tensorplay_segment = segment
         return np.ndarray(tuple(shape), np.dtype(numpy_dtype), buffer=buffer,
-                          offset=ptr - base, strides=tuple(strides))
+                          offset=ptr - base, strides=None if strides is None else tuple(strides))
 
     def _locate_host_array(self, array: np.ndarray) -> tuple[int, int] | None:
         """(device index, device address) of a NumPy array viewing sim memory, else None."""

@@ -1,7 +1,7 @@
 """Activations and the error function: ``relu gelu sigmoid silu softmax log_softmax erf erfc``.
 
 Each is ONE kernel. Where the device's backend offers the optional hooks ``activation(name, x,
-out)`` and ``softmax(x, dim, out, log)`` (cuda: one CuPy kernel per activation, three for a
+out)`` and ``softmax(x, dim, out, log)`` (cuda: one raw kernel per activation and one per
 softmax), the kernel calls them; elsewhere (host, sim) it evaluates the formulas below with
 ``xp`` inside one launch. Both give the same values within float tolerance; float16 and bfloat16
 compute in float32 and round once.

@@ -150,7 +150,7 @@ _ARRAY, _ITEM, _RAW, _CAST = 0, 1, 2, 3
 class _Plan:
     __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
                  "mixed", "ufunc", "kwargs", "fast", "check_divisor", "xp",
-                 "formula", "scalar_type", "arrays_only", "native", "plain_operands",
+                 "formula", "attrs", "scalar_type", "arrays_only", "native", "plain_operands",
                  "round_to")
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
@@ -211,6 +211,7 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
     plan.op, plan.device, plan.result, plan.shape = op, device, result, shape
     plan.compute, plan.compute_np = compute, compute.numpy
     plan.xp, plan.formula = xp, formula
+    plan.attrs = None if formula is None else {"shape": shape}   # for graph dumps; read-only
     # an ``out=`` of a wider dtype than the result gets the result's values (PyTorch computes
     # in the result dtype and casts to ``out``), not the formula's wider intermediates
     plan.round_to = result.numpy if formula is not None and out is not None and \
@@ -361,8 +362,8 @@ def _execute(plan: _Plan, operands, out):
     else:
         kernel = functools.partial(plan.ufunc, *values, out=out_array, **plan.kwargs)
     kernel.__name__ = plan.op   # _dispatch.named, inlined: the eager hot path
-    if plan.formula is not None:
-        kernel.tp_attrs = {"shape": plan.shape}
+    if plan.attrs is not None:
+        kernel.tp_attrs = plan.attrs
     _dispatch.launch(device, kernel)
     return out
 

@@ -1,6 +1,6 @@
 """The optional backend hooks ``elementwise_kernel(op, compute, kinds, out)`` and
 ``softmax(x, dim, out, log)``: where the device's backend has them (cuda: one raw kernel per
-activation, three for a softmax), gelu/silu/sigmoid/erf/where and (log_)softmax call them from
+activation and one per softmax), gelu/silu/sigmoid/erf/where and (log_)softmax call them from
 their one launch; elsewhere they compose the formula. Checked here on sim with recording hooks,
 so the wiring is tested without a GPU."""
 

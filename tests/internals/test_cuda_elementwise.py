@@ -173,6 +173,24 @@ def test_sum_limit_is_one_block_worth():
 
 # -- on a GPU ------------------------------------------------------------------------------------
 
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("dtype", [F16, BF16, F32, F64], ids=lambda d: d.name)
+def test_softmax_source_is_one_kernel_per_dtype(dtype, log):
+    source = src.softmax_source(dtype, log)
+    name = src.softmax_name(dtype, log)
+    assert source.count("__global__") == 1 and f"void {name}(" in source
+    wide = "double" if dtype == F64 else "float"
+    assert f"__shared__ {wide} shared[32];" in source
+    assert ("logsum" in source) == log
+    if dtype in (F16, BF16):
+        assert "unsigned short* __restrict__ y" in source
+
+
+@pytest.mark.parametrize("dtype", [I32, I64, BOOL], ids=lambda d: d.name)
+def test_softmax_source_refuses_other_dtypes(dtype):
+    assert src.softmax_source(dtype, False) is None
+
+
 @pytest.fixture(scope="module")
 def ew():
     from support import cuda_backend_or_skip
@@ -359,3 +377,62 @@ def test_gpu_bool_scalar_is_packed(ew):
     np.testing.assert_array_equal(cupy.asnumpy(out), x)
     ew.elementwise_kernel("logical_and", BOOL, "sa", BOOL)(np.bool_(False), cupy.asarray(x), out)
     np.testing.assert_array_equal(cupy.asnumpy(out), [False] * 4)
+
+
+def _softmax_reference(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    wide = x.astype(np.float64)
+    shifted = wide - wide.max(axis=axis, keepdims=True)
+    total = np.exp(shifted).sum(axis=axis, keepdims=True)
+    return shifted - np.log(total) if log else np.exp(shifted) / total
+
+
+@pytest.mark.parametrize("log", [False, True])
+@pytest.mark.parametrize("shape, dim", [((4, 10), -1), ((3, 5, 7), 1), ((6, 4), 0),
+                                        ((2, 3000), 1), ((1,), 0), ((5, 1, 3), 1)])
+def test_gpu_softmax_is_one_kernel_along_any_dim(ew, shape, dim, log):
+    """One block per row (``_activations.softmax``): rows along the last dim, a middle dim and
+    the first (strided rows), rows longer than a block, and rows of one element."""
+    import cupy
+
+    from tensorplay.backends.cuda import _activations
+
+    x = _random(shape, F32) * 4
+    out = cupy.empty(shape, F32)
+    _activations.softmax(cupy.asarray(x), dim, out, log)
+    np.testing.assert_allclose(cupy.asnumpy(out), _softmax_reference(x, dim, log),
+                               rtol=2e-6, atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", [F16, BF16, F64], ids=lambda d: d.name)
+def test_gpu_softmax_dtypes_and_layouts(ew, dtype):
+    """float16/bfloat16 compute in float and round once; float64 in double; a transposed input
+    and a non-contiguous output go through contiguous copies."""
+    import cupy
+
+    from tensorplay.backends.cuda import _activations
+
+    x = _random((33, 65), F64).astype(dtype)
+    for log in (False, True):
+        want = _softmax_reference(x.astype(F64), 1, log).astype(dtype)
+        out = cupy.empty((33, 65), dtype)
+        _activations.softmax(cupy.asarray(x), 1, out, log)
+        tolerance = 1e-12 if dtype == F64 else (1e-2 if dtype == BF16 else 2e-3)
+        np.testing.assert_allclose(cupy.asnumpy(out).astype(F64), want.astype(F64),
+                                   rtol=tolerance, atol=tolerance)
+        strided = cupy.empty((65, 33), dtype).T
+        _activations.softmax(cupy.asarray(x.T.copy()).T, 1, strided, log)
+        np.testing.assert_array_equal(cupy.asnumpy(strided), cupy.asnumpy(out))
+
+
+def test_gpu_softmax_rows_with_nan_or_infinite_maximum_are_nan(ew):
+    import cupy
+
+    from tensorplay.backends.cuda import _activations
+
+    x = np.array([[1.0, np.nan, 2.0], [-np.inf] * 3, [np.inf, 0.0, 1.0], [0.0, -np.inf, 0.0]],
+                 dtype=F32)
+    out = cupy.empty(x.shape, F32)
+    _activations.softmax(cupy.asarray(x), 1, out, False)
+    got = cupy.asnumpy(out)
+    assert np.isnan(got[:3]).all()
+    np.testing.assert_array_equal(got[3], [0.5, 0.0, 0.5])

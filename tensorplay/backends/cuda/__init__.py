@@ -531,7 +531,7 @@ class CudaBackend:
     sum_kernel.limit = _SUM_SMALL_LIMIT  # type: ignore[attr-defined]
 
     def softmax(self, x, dim: int, out, log: bool) -> None:
-        """``out[...] = (log_)softmax(x, dim)`` in three CuPy kernels:
+        """``out[...] = (log_)softmax(x, dim)`` in one raw kernel:
         :func:`._activations.softmax`."""
         _activations.softmax(x, dim, out, log)
 

@@ -1,70 +1,37 @@
-"""Softmax as three CuPy kernels, and ``erf`` as one, for the cuda backend.
+"""Softmax as one kernel, and ``erf`` as one, for the cuda backend.
 
 The op layer (``_tensor/activations.py``) composes softmax from ``xp`` calls, which on CuPy would
-launch one kernel per call. Here :func:`softmax` ``(x, dim, out, log)`` is a
-``cupy.ReductionKernel`` for the row maximum, one for the sum of ``exp(x - max)``, and one
-``ElementwiseKernel`` that writes the result (log-softmax: ``x - max - log(sum)``). The
+launch one kernel per call. Here :func:`softmax` ``(x, dim, out, log)`` is ONE raw kernel
+(``_elementwise_source.softmax_source``: a block per row reduces the maximum and the sum of
+``exp(x - max)`` and writes the result), launched through :class:`._launch.PackedLaunch`. The
 elementwise activations (gelu, silu, sigmoid, erf) are raw kernels of ``_elementwise.py``.
 
-float16 computes in float32 and rounds once when stored; float64 computes in double. Kernels are
-made once per (kind, dtype) in the backend's one kernel cache (``_kernels``) and compiled and
-loaded by CuPy on first use per device; that first call runs under relaxed capture mode (loading
-a module inside a global-mode capture is refused). The two small temporaries come from CuPy's
-allocator, which tensorplay routes into the graph's pool while a stream captures. Nothing here
-synchronizes the host.
+float16 and bfloat16 compute in float32 and round once when stored; float64 computes in double.
+Kernels are made once per (dtype, log) in the backend's one kernel cache (``_kernels``) and
+compiled and loaded on first use per device under relaxed capture mode (loading a module inside
+a global-mode capture is refused). A non-contiguous input or output takes a contiguous copy from
+CuPy's allocator, which tensorplay routes into the graph's pool while a stream captures. Nothing
+here synchronizes the host.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import cupy
 import numpy as np
 
+from . import _elementwise_source as _source
 from . import _kernels as _kernel_cache
+from ._launch import PackedLaunch, thread_ident
 
 __all__ = ["softmax", "erf"]
 
-# per compute type: (C type, numpy name for kernel parameters, math functions, -inf literal)
-_DOUBLE = ("double", "float64", {"exp": "exp", "log": "log", "erf": "erf", "tanh": "tanh",
-                                 "fabs": "fabs", "fmax": "fmax"},
-           "-__longlong_as_double(0x7ff0000000000000LL)")
-_FLOAT = ("float", "float32", {"exp": "expf", "log": "logf", "erf": "erff", "tanh": "tanhf",
-                               "fabs": "fabsf", "fmax": "fmaxf"},
-          "-__int_as_float(0x7f800000)")
-_COMPUTE = {np.dtype(np.float16): _FLOAT, np.dtype(np.float32): _FLOAT,
-            np.dtype(np.float64): _DOUBLE}
-
 _BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which tensorplay imports first
-
-
-def _check_dtype(dtype, what: str) -> None:
-    if dtype not in _COMPUTE:
-        raise TypeError(f"{what} needs a CuPy array of float16, bfloat16, float32 or float64, "
-                        f"got {dtype}")
-
-
-def _build(key: tuple):
-    kind, dtype = key[0], key[-1]
-    ctype, cname, functions, minus_inf = _COMPUTE[dtype]
-    tag = f"{kind}_{dtype.char}"
-    if kind == "max":
-        return cupy.ReductionKernel("T x", f"{cname} m", f"({ctype})x",
-                                    f"{functions['fmax']}(a, b)", "m = a", minus_inf,
-                                    f"tp_softmax_max_{dtype.char}", reduce_type=ctype)
-    if kind == "sumexp":
-        return cupy.ReductionKernel(f"T x, {cname} m", f"{cname} s",
-                                    f"{functions['exp']}(({ctype})x - m)", "a + b", "s = a",
-                                    "0", f"tp_softmax_sum_{dtype.char}", reduce_type=ctype)
-    formula = (f"{functions['exp']}(({ctype})x - m) / s" if kind == "softmax" else
-               f"(({ctype})x - m) - {functions['log']}(s)")
-    return cupy.ElementwiseKernel(f"T x, {cname} m, {cname} s", "T y",
-                                  f"y = (T)({formula});", f"tp_{tag}")
-
-
-def _kernel(key: tuple):
-    """The CuPy kernel for ``key`` (``(kind, dtype)``), made once in the backend's kernel cache."""
-    return _kernel_cache.cached(("softmax",) + key, lambda: _build(key))
+_SOFTMAX_DTYPES = frozenset((np.dtype(np.float16), _BF16, np.dtype(np.float32),
+                             np.dtype(np.float64)))
+_GRID_CAP = 1 << 20   # blocks per softmax launch; each strides over the rows past it
 
 
 def _check_pair(x, out, what: str) -> None:
@@ -76,53 +43,50 @@ def _check_pair(x, out, what: str) -> None:
                          f"{x.dtype}{x.shape})")
 
 
-def _run(keys: tuple, device_id: int, call) -> None:
-    """``call()`` now; the first time ``keys`` run on the device (where CuPy compiles and loads
-    them) through the kernel cache's :func:`~._kernels.warm`, under relaxed capture mode."""
-    warm_key = ("softmax",) + keys
-    if _kernel_cache.is_warm(warm_key, device_id):
-        call()
-        return
-    ran = []
-
-    def first() -> None:
-        call()
-        ran.append(True)
-    _kernel_cache.warm(warm_key, device_id, first)
-    if not ran:   # another thread warmed them meanwhile
-        call()
+def _softmax_kernel(dtype: np.dtype, log: bool) -> PackedLaunch:
+    """The softmax kernel's launcher for ``dtype`` (x, y, length, inner, rows), made once."""
+    def make() -> PackedLaunch:
+        kernel = cupy.RawKernel(_source.softmax_source(dtype, log),
+                                _source.softmax_name(dtype, log))
+        return PackedLaunch(kernel, 5)
+    return _kernel_cache.cached(("softmax", dtype, log), make)
 
 
 def softmax(x, dim: int, out, log: bool) -> None:
-    """``out[...] = softmax(x, dim)`` (``log``: log-softmax) in three kernels: the maximum and
-    the sum of ``exp(x - max)`` along ``dim`` (kept as size-1 dims, in the compute type), then
-    the result.
-
-    bfloat16 is computed in float32 (a widened copy, then one rounding into ``out``).
+    """``out[...] = softmax(x, dim)`` (``log``: log-softmax) in one kernel on CuPy's current
+    stream.
 
     Raises:
         ValueError: ``out`` of another dtype or shape; ``dim`` out of range for ``x``.
         TypeError: arrays that are not CuPy arrays of float16/bfloat16/float32/float64.
     """
     _check_pair(x, out, "softmax")
-    if x.dtype == _BF16:
-        wide = cupy.empty(out.shape, np.float32)
-        softmax(x.astype(np.float32), dim, wide, log)
-        out[...] = wide
-        return
-    _check_dtype(x.dtype, "softmax")
+    if x.dtype not in _SOFTMAX_DTYPES:
+        raise TypeError(f"softmax needs a CuPy array of float16, bfloat16, float32 or float64, "
+                        f"got {x.dtype}")
     if not -x.ndim <= dim < max(x.ndim, 1) or x.ndim == 0:
         raise ValueError(f"softmax: dim {dim} is out of range for {x.ndim} dimension(s)")
+    if x.size == 0:
+        return
     axis = dim % x.ndim
-    keys = (("max", x.dtype), ("sumexp", x.dtype),
-            ("log_softmax" if log else "softmax", x.dtype))
-    top, sumexp, finish = (_kernel(key) for key in keys)
-
-    def call() -> None:
-        peak = top(x, axis=axis, keepdims=True)
-        total = sumexp(x, peak, axis=axis, keepdims=True)
-        finish(x, peak, total, out)
-    _run(keys, x.device.id, call)
+    length = x.shape[axis]
+    inner = math.prod(x.shape[axis + 1:])
+    rows = x.size // length
+    if not x.flags.c_contiguous:
+        x = cupy.ascontiguousarray(x)
+    target = out if out.flags.c_contiguous else cupy.empty(out.shape, out.dtype)
+    packed = _softmax_kernel(x.dtype, log)
+    device = x.data.device_id
+    if not _kernel_cache.is_warm(("softmax", x.dtype, log), device):
+        _kernel_cache.warm(("softmax", x.dtype, log), device, lambda: packed.kernel.kernel)
+    found = packed.buffers.get(thread_ident()) or packed.buffer()
+    values = found[0]
+    values[0], values[1] = x.data.ptr, target.data.ptr
+    values[2], values[3], values[4] = length, inner, rows
+    threads = min(1024, max(32, 1 << (length - 1).bit_length()))
+    packed(min(rows, _GRID_CAP), threads, found[1])
+    if target is not out:
+        out[...] = target
 
 
 # -- erf --------------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ import numpy as np
 
 __all__ = ["OPS", "SUM_SMALL_LIMIT", "SUM_NAME", "HALF_DTYPES", "kernel_source", "kernel_name",
            "unary_expression", "program_source", "program_name", "sum_source", "sum_accumulator",
-           "result_dtype", "arity"]
+           "result_dtype", "arity", "softmax_source", "softmax_name"]
 
 SUM_SMALL_LIMIT = 1 << 16   #: the most elements one single-block sum kernel is given
 
@@ -376,6 +376,87 @@ def sum_source(compute, out) -> str | None:
         "        __syncthreads();",
         "    }",
         f"    if (threadIdx.x == 0) out[0] = {_store(acc, out, final)};",
+        "}",
+        "",
+    ])
+
+
+# compute C type -> (maximum, exp, log, -inf) of the softmax kernel
+_SOFTMAX_MATH = {"float": ("fmaxf", "expf", "logf", "(-__int_as_float(0x7f800000))"),
+                 "double": ("fmax", "exp", "log", "(-__longlong_as_double(0x7ff0000000000000LL))")}
+
+
+def softmax_name(dtype, log: bool) -> str:
+    """The ``extern "C"`` name of :func:`softmax_source`'s kernel."""
+    return f"tp_{'log_softmax' if log else 'softmax'}_{np.dtype(dtype).name}"
+
+
+def softmax_source(dtype, log: bool) -> str | None:
+    """The CUDA source of softmax (``log``: log-softmax) along one dimension of a C-contiguous
+    float16, bfloat16, float32 or float64 array, or None for another dtype.
+
+    The kernel ``NAME(const STORAGE* x, STORAGE* y, long long length, long long inner, long long
+    rows)`` sees the array as ``(outer, length, inner)``: row ``r`` is ``(r / inner, r % inner)``
+    and its ``length`` elements step by ``inner``. One block (a power of two of at least 32
+    threads) per row, grid-striding over rows: it reduces the row's maximum, then the sum of
+    ``exp(x - max)`` (warp shuffles, then one shared word per warp that every warp reduces
+    again), then writes ``exp(x - max) / sum``, or ``x - max - log(sum)``. float16, bfloat16 and
+    float32 compute in float, float64 in double. As PyTorch: a row holding NaN is NaN
+    throughout, and so is a row whose maximum is infinite (``inf - inf``).
+    """
+    dtypes = _normalize(dtype)
+    if dtypes is None or dtypes[0] not in _FLOATS:
+        return None
+    dtype = dtypes[0]
+    storage, acc = _CTYPES[dtype][0], _CTYPES[dtype][1]
+    fmax, exp, logf, minus_inf = _SOFTMAX_MATH[acc]
+    load = _load(dtype, "x[start + j * inner]")
+    if log:
+        finish, result = [f"        const {acc} logsum = {logf}(s);"], "(v - m) - logsum"
+    else:
+        finish, result = [], f"{exp}(v - m) / s"
+    return "\n".join([
+        _HELPERS,
+        f"__device__ __forceinline__ {acc} tp_warp_max({acc} v) {{",
+        "    for (int o = 16; o > 0; o >>= 1) "
+        f"v = {fmax}(v, __shfl_xor_sync(0xffffffffu, v, o));",
+        "    return v;",
+        "}",
+        f"__device__ __forceinline__ {acc} tp_warp_sum({acc} v) {{",
+        "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);",
+        "    return v;",
+        "}",
+        f'extern "C" __global__ void {softmax_name(dtype, log)}(',
+        f"        const {storage}* __restrict__ x, {storage}* __restrict__ y,",
+        "        const tp_i64 length, const tp_i64 inner, const tp_i64 rows) {",
+        f"    __shared__ {acc} shared[32];",
+        "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
+        "    const int warps = blockDim.x >> 5;",
+        "    for (tp_i64 r = blockIdx.x; r < rows; r += gridDim.x) {",
+        "        const tp_i64 outer = r / inner;",
+        "        const tp_i64 start = outer * length * inner + (r - outer * inner);",
+        f"        {acc} m = {minus_inf};",
+        "        for (tp_i64 j = threadIdx.x; j < length; j += blockDim.x)",
+        f"            m = {fmax}(m, ({acc}){load});",
+        "        m = tp_warp_max(m);",
+        "        if (lane == 0) shared[warp] = m;",
+        "        __syncthreads();",
+        f"        m = tp_warp_max(lane < warps ? shared[lane] : {minus_inf});",
+        "        __syncthreads();",
+        f"        {acc} s = 0;",
+        "        for (tp_i64 j = threadIdx.x; j < length; j += blockDim.x)",
+        f"            s += {exp}(({acc}){load} - m);",
+        "        s = tp_warp_sum(s);",
+        "        if (lane == 0) shared[warp] = s;",
+        "        __syncthreads();",
+        f"        s = tp_warp_sum(lane < warps ? shared[lane] : ({acc})0);",
+        "        __syncthreads();",
+        *finish,
+        "        for (tp_i64 j = threadIdx.x; j < length; j += blockDim.x) {",
+        f"            const {acc} v = ({acc}){load};",
+        f"            y[start + j * inner] = {_store(dtype, dtype, result)};",
+        "        }",
+        "    }",
         "}",
         "",
     ])

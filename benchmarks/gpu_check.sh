@@ -9,7 +9,7 @@
 # devprobe: the MLP's device time per piece, the eager-op probe and the MLP profile
 # probe: the control-flow and eager probes (where the per-step and per-op host time goes)
 # verify: the torch differential scripts beside the conformance suite (four processes)
-# launch: the eager probe, the bench's eager table and the MLP device probe on a quiet machine,
+# launch: the elementwise check, the eager probe, the bench's eager table and the MLP device probe on a
 #   then verify
 # last: the bench, the torch differential scripts (one tarball) and the conformance suite
 set -u
@@ -45,7 +45,7 @@ fi
 if [ "$what" = probe ] || [ "$what" = eager ]; then
   timeout 200 python3 benchmarks/eager_probe.py 2>&1 | tee "$OUT/eager_probe.txt"
 fi
-if [ "$what" = eager ] || [ "$what" = all ] || [ "$what" = check ]; then
+if [ "$what" = eager ] || [ "$what" = all ] || [ "$what" = check ] || [ "$what" = launch ]; then
   timeout 240 python3 benchmarks/check_cuda_elementwise.py --quick > "$OUT/check_cuda_elementwise.txt" 2>&1
   echo "check_cuda_elementwise exit $?"; tail -25 "$OUT/check_cuda_elementwise.txt"
 fi

@@ -9,8 +9,8 @@
 # devprobe: the MLP's device time per piece, the eager-op probe and the MLP profile
 # probe: the control-flow and eager probes (where the per-step and per-op host time goes)
 # verify: the torch differential scripts beside the conformance suite (four processes)
-# launch: the elementwise check, the eager probe, the bench's eager table and the MLP device probe on a
-#   then verify
+# launch: the elementwise check, the eager probe, the bench's eager table and the MLP device probe
+#   on a quiet machine, then verify
 # last: the bench, the torch differential scripts (one tarball) and the conformance suite
 set -u
 what=${1:-all}; shift || true

@@ -62,6 +62,17 @@ if [ "$what" = matmul ]; then
     > "$OUT/matmul_tests.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/matmul_tests.log" | head -60; tail -3 "$OUT/matmul_tests.log"
 fi
+if [ "$what" = fusion ]; then
+  # the fusion tests alone (every fused kernel then compiles inside a capture), the cuda
+  # launcher tests and the elementwise check
+  for t in "tests/compiler/test_fusion.py -k silu" tests/compiler/test_fusion.py \
+      tests/internals/test_cuda_elementwise.py tests/internals/test_cuda_matmul.py; do
+    timeout 200 python3 -m pytest -q -p no:cacheprovider --timeout=60 $t 2>&1 | tail -40 \
+      | grep -E "passed|failed|Error|error|^E " | head -20
+  done
+  timeout 240 python3 benchmarks/check_cuda_elementwise.py --quick > "$OUT/check_cuda_elementwise.txt" 2>&1
+  echo "check_cuda_elementwise exit $?"; tail -8 "$OUT/check_cuda_elementwise.txt"
+fi
 if [ "$what" = launch ]; then
   timeout 150 python3 benchmarks/eager_probe.py > "$OUT/eager_probe.txt" 2>&1; grep "per call\|failed\|skipped" "$OUT/eager_probe.txt"
   timeout 120 python3 -m tensorplay bench --eager-only --json "$OUT/bench_eager_h200.json" \

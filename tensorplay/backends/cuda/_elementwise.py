@@ -20,7 +20,7 @@ of the current device, which tensorplay binds to its own.
 
 from __future__ import annotations
 
-import array
+import struct
 from collections.abc import Callable
 from typing import Any
 
@@ -112,7 +112,7 @@ def _packed_mixed_launcher(kernel, kinds: str, scalar_format: str | None) -> Cal
     :class:`._launch.PackedLaunch`: an ``"a"`` array's pointer, an ``"r"`` row's pointer and
     element count, an ``"s"`` scalar (of the compute dtype, ``scalar_format`` its ``struct``
     letter) in its slot's low bytes; then the output's pointer and the element count."""
-    itemsize = 8 if scalar_format is None else array.array(scalar_format).itemsize
+    itemsize = 8 if scalar_format is None else struct.calcsize(scalar_format)
     layout = []
     slot = 0
     for kind in kinds:

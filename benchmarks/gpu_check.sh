@@ -65,7 +65,7 @@ fi
 if [ "$what" = fusion ]; then
   # the fusion tests alone (every fused kernel then compiles inside a capture), the cuda
   # launcher tests and the elementwise check
-  for t in "tests/compiler/test_fusion.py -k silu" tests/compiler/test_fusion.py \
+  for t in tests/internals/test_activation_hooks.py tests/compiler/test_fusion.py \
       tests/internals/test_cuda_elementwise.py tests/internals/test_cuda_matmul.py; do
     timeout 200 python3 -m pytest -q -p no:cacheprovider --timeout=60 $t 2>&1 | tail -40 \
       | grep -E "passed|failed|Error|error|^E " | head -20

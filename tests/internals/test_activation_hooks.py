@@ -82,3 +82,43 @@ def test_without_hooks_the_composed_formulas_run():
     np.testing.assert_allclose(gelu, ref, rtol=1e-6, atol=1e-7)
     np.testing.assert_allclose(tp.softmax(x, 0).cpu().numpy(),
                                np.exp([-2, 0, 1.5]) / np.exp([-2, 0, 1.5]).sum(), rtol=1e-6)
+
+
+def test_a_launcher_failing_inside_a_capture_leaves_the_next_capture_working(monkeypatch):
+    """A backend launcher that raises while it is built inside a capture (an H200 run once saw a
+    later capture invalidated after such a failure): the op raises that error, the capture
+    still ends, and the next capture on the same stream replays the right values."""
+    backend = _dispatch.backend_of(tp.device(_dev(), 0))
+    real = getattr(backend, "elementwise_kernel", None)
+    failed: list = []
+
+    def fails_once(op, compute, kinds, out):
+        if op == "mul" and not failed:
+            failed.append(op)
+            raise ValueError("the launcher could not be built")
+        return None if real is None else real(op, compute, kinds, out)
+
+    monkeypatch.setattr(backend, "elementwise_kernel", fails_once, raising=False)
+    _elementwise._plans.clear()
+    dev = tp.device(_dev(), 0)
+    x = tp.arange(32, dtype=tp.float32, device=dev).reshape(4, 8)
+    stream = tp.accelerator.Stream(device=dev)
+    first = tp.accelerator.Graph()
+    first.capture_begin(stream=stream)
+    try:
+        x + 1   # a kernel already captured before the failure
+        with pytest.raises(ValueError, match="could not be built"):
+            x * 3
+    finally:
+        first.capture_end()
+    assert failed == ["mul"]
+    again = tp.accelerator.Graph()
+    again.capture_begin(stream=stream)
+    y = x * 3 + 1
+    again.capture_end()
+    again.replay()
+    tp.accelerator.synchronize()
+    want = np.arange(32, dtype=np.float32).reshape(4, 8) * 3 + 1
+    np.testing.assert_array_equal(y.cpu().numpy(), want)
+    np.testing.assert_array_equal((x * 3 + 1).cpu().numpy(), want)
+    _elementwise._plans.clear()

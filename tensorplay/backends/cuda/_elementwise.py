@@ -1,14 +1,15 @@
 """The fast launch path for small elementwise ops and small sums on the cuda backend.
 
-Why: a ``cupy.add(a, b, out=c)`` costs about 9.3 us of host time per call on the H200 and a
-``cupy.RawKernel`` call about 5.6 us (64x64 float32), so tensorplay's eager op launches cached
-RawKernels for the common case (C-contiguous operands of the output's shape, or scalars) and
-leaves everything else to CuPy's ufuncs.
+Why: a ``cupy.add(a, b, out=c)`` costs about 9 us of host time per call on the H200 and a
+``cupy.RawKernel`` call about 6 us (64x64 float32), so tensorplay's eager op launches its own
+cached kernels for the common case (C-contiguous operands of the output's shape, rows repeated
+along the leading dimensions, or scalars) through ``cuLaunchKernel`` with packed parameters
+(:class:`._launch.PackedLaunch`, about 4 us), and leaves everything else to CuPy's ufuncs.
 
 - :func:`elementwise_kernel` gives a launcher per ``(op, compute, kinds, out)``: one kernel
   (source from ``_elementwise_source.py``, where the semantics are written down) over a
-  grid-stride loop; the launcher does one dict lookup for the launch geometry of the size and
-  one RawKernel call.
+  grid-stride loop; the launcher does one dict lookup for the launch geometry of the size,
+  writes its operands' pointers (and scalars) into its parameter slots and launches.
 - :func:`sum_kernel` gives a single-block sum for ``n <= SUM_SMALL_LIMIT``.
 
 Both live in ``_kernels``'s one kernel cache. Each kernel is compiled and loaded on the current
@@ -39,15 +40,15 @@ BLOCK = 256      #: threads per block of the elementwise kernels
 GRID_CAP = 4096  #: most blocks per launch; the grid-stride loop covers the rest
 _SIZES_CAP = 4096   # launch geometries kept; the cache is cleared past this (sizes are few)
 
-_BLOCK = (BLOCK,)
 _UNSUPPORTED = "unsupported"   # cached for combinations with no kernel (None means "not made")
-_BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which _elementwise_source imports
 _sizes: dict[int, tuple[tuple[int], np.int64]] = {}
 _sum_sizes: dict[int, tuple[tuple[int], np.int64]] = {}
 _made: dict[Callable, tuple[tuple, Any]] = {}   # launcher -> (warm key, RawKernel), for ensure
-# compute dtype -> the struct letter its scalar parameters are packed with (PackedLaunch)
+# compute dtype -> the struct letter its scalar parameters are packed with (PackedLaunch);
+# float16/bfloat16 scalars are passed as their bits
 _SCALAR_FORMATS = {np.dtype(np.float32): "f", np.dtype(np.float64): "d",
-                   np.dtype(np.int32): "i", np.dtype(np.int64): "q", np.dtype(np.bool_): "?"}
+                   np.dtype(np.int32): "i", np.dtype(np.int64): "q", np.dtype(np.bool_): "?",
+                   np.dtype(np.float16): "H", np.dtype("bfloat16"): "H"}
 
 
 def _geometry(n: int) -> tuple[tuple[int], np.int64] | None:
@@ -88,35 +89,21 @@ def _make(key: tuple, source: str | None, name: str, halves: bool):
     return kernel
 
 
-def _row_launcher(kernel, kinds: str) -> Callable:
-    """The launcher of a kernel with ``"r"`` operands: each is followed by its element count."""
-    get = _sizes.get
-    block = _BLOCK
-    rows = tuple(k == "r" for k in kinds)
-
-    def launch(*args):
-        out = args[-1]
-        entry = get(out.size) or _geometry(out.size)
-        if entry is not None:
-            params: list = []
-            for arg, row in zip(args, rows):
-                params.append(arg)
-                if row:
-                    params.append(np.int64(arg.size))
-            kernel(entry[0], block, (*params, out, entry[1]))
-    return launch
-
-
-def _packed_mixed_launcher(kernel, kinds: str, scalar_format: str | None) -> Callable:
+def _packed_mixed_launcher(kernel, kinds: str, compute: np.dtype) -> Callable:
     """The launcher of a kernel over operands of any kinds through one
     :class:`._launch.PackedLaunch`: an ``"a"`` array's pointer, an ``"r"`` row's pointer and
-    element count, an ``"s"`` scalar (of the compute dtype, ``scalar_format`` its ``struct``
-    letter) in its slot's low bytes; then the output's pointer and the element count."""
-    itemsize = 8 if scalar_format is None else struct.calcsize(scalar_format)
+    element count, an ``"s"`` scalar (a NumPy scalar of ``compute``) in its slot's low bytes,
+    float16/bfloat16 ones as their 16 bits; then the output's pointer and the element count."""
+    scalar_format = _SCALAR_FORMATS[compute]
+    itemsize = struct.calcsize(scalar_format)
+    halves = compute in _source.HALF_DTYPES
     layout = []
     slot = 0
     for kind in kinds:
-        layout.append((kind, slot * 8 // itemsize if kind == "s" else slot))
+        if kind == "s":
+            layout.append(("h" if halves else "s", slot * 8 // itemsize))
+        else:
+            layout.append((kind, slot))
         slot += 2 if kind == "r" else 1
     operands, out_slot = tuple(layout), slot
     packed = PackedLaunch(kernel, slot + 2, scalar_format=scalar_format)
@@ -135,41 +122,14 @@ def _packed_mixed_launcher(kernel, kinds: str, scalar_format: str | None) -> Cal
                     values[position] = arg.data.ptr
                 elif kind == "s":
                     scalars[position] = arg
+                elif kind == "h":   # the kernel takes a 16-bit float's bits
+                    scalars[position] = np.asarray(arg, compute).view(np.uint16)[()]
                 else:
                     values[position] = arg.data.ptr
                     values[position + 1] = arg.size
             values[out_slot] = out.data.ptr
             values[out_slot + 1] = entry[1]
             packed(entry[0][0], block, found[1])
-    return launch
-
-
-def _launcher(kernel, count: int) -> Callable:
-    """The per-arity launcher over ``kernel`` (no ``*args``: that costs a tuple per call)."""
-    get = _sizes.get
-    block = _BLOCK
-    launch: Callable[..., None]
-    if count == 1:
-        def launch(x, out):
-            entry = get(out.size) or _geometry(out.size)
-            if entry is not None:
-                kernel(entry[0], block, (x, out, entry[1]))
-    elif count == 2:
-        def launch(x, y, out):
-            entry = get(out.size) or _geometry(out.size)
-            if entry is not None:
-                kernel(entry[0], block, (x, y, out, entry[1]))
-    elif count == 3:
-        def launch(c, x, y, out):
-            entry = get(out.size) or _geometry(out.size)
-            if entry is not None:
-                kernel(entry[0], block, (c, x, y, out, entry[1]))
-    else:   # fused chains: any number of operands
-        def launch(*args):
-            out = args[-1]
-            entry = get(out.size) or _geometry(out.size)
-            if entry is not None:
-                kernel(entry[0], block, (*args, entry[1]))
     return launch
 
 
@@ -227,16 +187,6 @@ def _packed_launcher(kernel, count: int) -> Callable:
                 values[count + 1] = entry[1]
                 packed(entry[0][0], block, found[1])
     return launch
-
-
-def _with_bf16_scalars(launch: Callable, positions: tuple[int, ...]) -> Callable:
-    """CuPy cannot pass a bfloat16 NumPy scalar as a kernel argument; its 16 bits can."""
-    def launch_bf16(*args):
-        args = list(args)
-        for k in positions:
-            args[k] = np.asarray(args[k], dtype=_BF16).view(np.uint16)[()]
-        launch(*args)
-    return launch_bf16
 
 
 def elementwise_kernel(op: str, compute: np.dtype, kinds: str, out: np.dtype) -> Callable | None:
@@ -306,12 +256,8 @@ def _build(op, compute, kinds: str, out):
         return _UNSUPPORTED
     if set(kinds) == {"a"}:
         launch = _packed_launcher(kernel, len(kinds))
-    elif "s" not in kinds or compute in _SCALAR_FORMATS:
-        launch = _packed_mixed_launcher(kernel, kinds, _SCALAR_FORMATS.get(compute))
-    else:   # float16/bfloat16 scalars (16-bit patterns): RawKernel's calls convert them
-        launch = _row_launcher(kernel, kinds) if "r" in kinds else _launcher(kernel, len(kinds))
-    if compute == _BF16 and "s" in kinds:
-        launch = _with_bf16_scalars(launch, tuple(k for k, c in enumerate(kinds) if c == "s"))
+    else:
+        launch = _packed_mixed_launcher(kernel, kinds, compute)
     # the while-body scan looks at its arguments only (a function attribute mypy cannot type)
     launch.tp_arguments_only = True  # type: ignore[attr-defined]
     _made[launch] = (key, kernel)

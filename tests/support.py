@@ -4,6 +4,8 @@ Tests use only the public API. ``DEVICES`` is ``cpu`` plus device 0 of the accel
 process selected (``TENSORPLAY_ACCELERATOR``); skips are by capability, never by backend name.
 """
 
+import os
+
 import numpy as np
 import pytest
 
@@ -12,6 +14,13 @@ import tensorplay as tp
 ACCELERATOR = tp.accelerator.current_accelerator()
 DEVICE_COUNT = tp.accelerator.device_count()
 DEVICES = ["cpu"] + ([f"{ACCELERATOR.type}:0"] if ACCELERATOR is not None and DEVICE_COUNT else [])
+
+#: For tests whose subject does not depend on the accelerator (plots of saved results, the suite
+#: runner itself): ``tests/run_suite.py`` runs them once, in its host-only configuration, and a
+#: plain ``pytest`` run without ``TENSORPLAY_ACCELERATOR`` runs them too.
+once_per_suite = pytest.mark.skipif(
+    os.environ.get("TENSORPLAY_ACCELERATOR", "none").lower() != "none",
+    reason="independent of the accelerator: checked once, in the host-only configuration")
 
 requires_accelerator = pytest.mark.skipif(
     not tp.accelerator.is_available(),

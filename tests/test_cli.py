@@ -12,6 +12,7 @@ import sys
 import textwrap
 
 import pytest
+from support import once_per_suite
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT_S = 300
@@ -310,6 +311,7 @@ def _synthetic_run(cases, peers, name_length, title_length):
             "simulated": False, "rows": rows}
 
 
+@once_per_suite
 def test_bench_plot_draws_the_eager_table_one_panel_per_op():
     pytest.importorskip("matplotlib")
     from tensorplay.bench import plot as _bench_plot
@@ -326,6 +328,7 @@ def test_bench_plot_draws_the_eager_table_one_panel_per_op():
     assert labels == [["tensorplay", "CuPy", "NumPy"]] * len(EAGER_OPS)
 
 
+@once_per_suite
 def test_bench_plot_leaves_out_rows_that_did_not_run():
     pytest.importorskip("matplotlib")
     from tensorplay.bench import plot as _bench_plot
@@ -342,6 +345,7 @@ def test_bench_plot_leaves_out_rows_that_did_not_run():
     assert len(labels[1]) == 3
 
 
+@once_per_suite
 @pytest.mark.parametrize("shape", [(1, 1, 10, 10), (25, 9, 90, 150), (4, 2, 60, 400)])
 def test_bench_plot_has_no_cut_or_overlapping_text(shape):
     pytest.importorskip("matplotlib")
@@ -356,6 +360,7 @@ def test_bench_plot_has_no_cut_or_overlapping_text(shape):
         assert title.count(run["device_name"]) <= 1 and title.count("tensorplay") <= 1
 
 
+@once_per_suite
 def test_run_suite_streams_everything_and_names_failing_configurations(tmp_path):
     test_file = tmp_path / "test_probe.py"
     test_file.write_text(textwrap.dedent("""

@@ -1,11 +1,11 @@
-"""Launching a compiled kernel whose parameters are all 64-bit (device pointers and ``long long``
-counts) through the driver's ``cuLaunchKernel``, over one parameter buffer written in place.
+"""Launching a compiled kernel through the driver's ``cuLaunchKernel``, over one parameter buffer
+written in place (device pointers and ``long long`` counts, and scalars of one type).
 
 A ``cupy.RawKernel`` call converts every argument on every launch (an array to its pointer, a
 NumPy scalar to its bytes) and builds the parameter table anew. A :class:`PackedLaunch` builds
 the table once; a launch writes only the values that change and makes one driver call
 (``benchmarks/results/eager_probe_h200.txt`` has both costs side by side). The elementwise
-kernels, the single-block sum and the skinny products launch this way.
+kernels, the single-block sum, the skinny products and softmax launch this way.
 
 Pitfalls:
 

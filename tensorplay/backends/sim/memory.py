@@ -142,8 +142,8 @@ class SimMemory(Generic[Device]):
     def as_array(self, index: int, ptr: int, nbytes: int, numpy_dtype: Any,
                  shape: tuple[int, ...], strides: tuple[int, ...] | None, owner: Any) -> Any:
         """A NumPy view of ``[ptr, ptr + nbytes)``; strides in bytes (0 broadcasts; None: C
-        order). The view
-        (and every view of it) keeps ``owner`` alive through its ``.base`` chain."""
+        order). The view (and every view of it) keeps ``owner`` alive through its ``.base``
+        chain."""
         with self._device(index).lock:
             base, segment = self._segment_or_raise("as_array", ptr, nbytes)
         if self._device_of(base) != index:

@@ -109,6 +109,12 @@ def _ctypes_launch_cases(fptr, grid, stream, vals, params, a, b, c, driver):
     PyDLL), and through cuda-bindings with the stream given as a ``CUstream`` object."""
     cases = {}
     cu_stream = driver.CUstream(stream)
+    cupy_launch = getattr(__import__("cupy").cuda.driver, "launchKernel", None)
+    if cupy_launch is not None:
+        cases["cupy.cuda.driver.launchKernel prepacked"] = lambda: cupy_launch(
+            fptr, grid, 1, 1, 256, 1, 1, 0, stream, params, 0)
+    else:
+        print("cupy.cuda.driver.launchKernel: absent")
     func = driver.CUfunction(fptr)
     cases["cuLaunchKernel, CUstream object"] = lambda: driver.cuLaunchKernel(
         func, grid, 1, 1, 256, 1, 1, 0, cu_stream, params, 0)
@@ -231,6 +237,7 @@ def tensorplay_parts():
         "part: raw add launcher": lambda: fast(a._data, b._data, arr),
         "full: tp a + b": lambda: a + b,
     }
+    cases.update(_product_and_replay_parts(tp, dev, backend, a, b))
     for name, fn in cases.items():
         report(name, per_call(fn, sync))
     profile = cProfile.Profile()
@@ -240,6 +247,41 @@ def tensorplay_parts():
     profile.disable()
     sync()
     pstats.Stats(profile).sort_stats("tottime").print_stats(22)
+
+
+def _product_and_replay_parts(tp, dev, backend, a, w):
+    """A cached 64x64 product through the backend hook and its one cublasLtMatmul; a one-kernel
+    graph's replay beside cuda-bindings' and CuPy's bare cudaGraphLaunch."""
+    import cupy
+
+    from tensorplay._runtime import dispatch
+    from tensorplay.backends.cuda import _matmul
+    cases = {}
+    product = dispatch.empty(dev, (64, 64), tp.float32)
+    backend.matmul(a._data, w._data, product)
+    plans = [p for p in _matmul._direct.values() if p.__class__ is _matmul._Plan]
+    cases["part: backend.matmul 64x64 (cached plan)"] = lambda: backend.matmul(
+        a._data, w._data, product)
+    if plans:
+        plan = plans[-1]
+        pa, pw, pc = a._data.data.ptr, w._data.data.ptr, product.data.ptr
+        cases["part: _matmul._run (one cublasLtMatmul)"] = lambda: _matmul._run(
+            plan, 0, pw, pa, pc, None)
+    x = tp.zeros(16, device=dev)
+    graph = tp.accelerator.Graph()
+    with graph:
+        x.add_(1)
+    stream = tp.accelerator.current_stream()
+    cases["replay: tp graph.replay(stream=s)"] = lambda: graph.replay(stream=stream)
+    raw = backend.raw_graph_launcher(graph._exec, stream._native)
+    cases["replay: cuda-bindings cudaGraphLaunch"] = raw
+    graph_launch = getattr(cupy.cuda.runtime, "graphLaunch", None)
+    if graph_launch is not None:
+        handle, stream_ptr = int(graph._exec.handle), int(stream._native.handle)
+        cases["replay: cupy.cuda.runtime.graphLaunch"] = lambda: graph_launch(handle, stream_ptr)
+    else:
+        print("cupy.cuda.runtime.graphLaunch: absent")
+    return cases
 
 
 if __name__ == "__main__":

@@ -9,8 +9,8 @@
 # devprobe: the MLP's device time per piece, the eager-op probe and the MLP profile
 # probe: the control-flow and eager probes (where the per-step and per-op host time goes)
 # verify: the torch differential scripts beside the conformance suite (four processes)
-# launch: the elementwise check, the eager probe, the bench's eager table and the MLP device probe
-#   on a quiet machine, then verify
+# launch: the eager probe, the bench's eager table, the MLP device probe and profile on a quiet
+#   machine, then verify
 # last: the bench, the torch differential scripts (one tarball) and the conformance suite
 set -u
 what=${1:-all}; shift || true
@@ -78,6 +78,11 @@ if [ "$what" = launch ]; then
   timeout 120 python3 -m tensorplay bench --eager-only --json "$OUT/bench_eager_h200.json" \
     2>&1 | tee "$OUT/bench_eager_h200.txt" | tail -12
   timeout 150 python3 benchmarks/mlp_device_probe.py > "$OUT/mlp_device_probe.txt" 2>&1; tail -8 "$OUT/mlp_device_probe.txt"
+  timeout 150 python3 benchmarks/profile_mlp.py > "$OUT/profile_mlp.txt" 2>&1; head -16 "$OUT/profile_mlp.txt"
+  # eight files come back at most: the probes travel as one tarball
+  rm -f "$OUT/pip_nvmath.log"
+  tar -C "$OUT" -czf "$OUT/probes_h200.tar.gz" eager_probe.txt mlp_device_probe.txt profile_mlp.txt \
+    && rm -f "$OUT/eager_probe.txt" "$OUT/mlp_device_probe.txt" "$OUT/profile_mlp.txt"
 fi
 if [ "$what" = verify ] || [ "$what" = launch ]; then
   # The differential scripts (one tarball) run beside the conformance suite, which runs in four

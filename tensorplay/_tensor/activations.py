@@ -172,7 +172,8 @@ def gelu(input, approximate: str = "none") -> Tensor:
     if approximate not in ("none", "tanh"):
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
     exact = approximate == "none"
-    tensor = _tensor_arg(input, "gelu", "input")
+    tensor = input if type(input) is Tensor and input._guard is None else \
+        _tensor_arg(input, "gelu", "input")
     name = "gelu" if exact else "gelu_tanh"
     return _apply(name, [tensor], _gelu_exact if exact else _gelu_tanh,
                   result=_only_floating("gelu"), native=name, cache=True)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import operator
 
 import numpy as np
 
@@ -169,12 +170,17 @@ class _Plan:
                      else a for a in arrays], out=out_array, **self.kwargs)
 
 
+#: the part of a plan key a Tensor operand contributes (a C-level getter: no Python frame on the
+#: eager hot path; dtypes hash by identity)
+tensor_signature = operator.attrgetter("_dtype", "_device.type", "_device.index", "_data.shape",
+                                       "_data.strides")
+
+
 def _signature(value):
     """The part of a plan key one operand contributes; None when the operand is not cacheable."""
     kind = type(value)
     if kind is Tensor:
-        data = value._data
-        return (value._dtype, id(value._device), data.shape, data.strides)
+        return tensor_signature(value)
     return kind if kind in _CACHEABLE_SCALARS else None
 
 
@@ -436,8 +442,11 @@ def formula(op: str, operands, fn, *, result=None, compute=None, out: Tensor | N
             ``result``, ``compute`` and ``native`` that are the same for every call of ``op``.
     """
     if cache:
-        key = (op, *[_signature(v) for v in operands],
-               () if out is None else _out_signature(out))
+        if len(operands) == 1 and type(operands[0]) is Tensor:   # the activations
+            key = (op, tensor_signature(operands[0]), () if out is None else _out_signature(out))
+        else:
+            key = (op, *[_signature(v) for v in operands],
+                   () if out is None else _out_signature(out))
         plan = _plans.get(key)
         if plan is None:
             plan = _plan(op, None, operands, out, result, compute, None, fn, native, promote)
@@ -489,7 +498,9 @@ def _binary_call(op: str, a, b):
 
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     """``a op b`` by PyTorch's promotion and broadcasting, into ``out`` when given."""
-    key = (op, _signature(a), _signature(b), () if out is None else _out_signature(out))
+    key = (op, tensor_signature(a) if type(a) is Tensor else _signature(a),
+           tensor_signature(b) if type(b) is Tensor else _signature(b),
+           () if out is None else _out_signature(out))
     plan = _plans.get(key)
     if plan is None:
         ufunc, result, compute = _binary_call(op, a, b)
@@ -523,7 +534,8 @@ _UNARY = {
 
 def unary(op: str, a, out: Tensor | None = None) -> Tensor:
     """``op(a)`` (``_UNARY`` names), into ``out`` when given."""
-    key = (op, _signature(a), () if out is None else _out_signature(out))
+    key = (op, tensor_signature(a) if type(a) is Tensor else _signature(a),
+           () if out is None else _out_signature(out))
     plan = _plans.get(key)
     if plan is None:
         if op in ("floor", "ceil", "round", "trunc") and isinstance(a, Tensor) and \

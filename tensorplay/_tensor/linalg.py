@@ -135,7 +135,7 @@ def matmul(input, other) -> Tensor:
         return _rewrite.active.run("matmul", (input, other), lambda: matmul(input, other))
     if type(input) is Tensor and type(other) is Tensor and input._guard is None and \
             other._guard is None:
-        key = (_ops._signature(input), _ops._signature(other))
+        key = (_ops.tensor_signature(input), _ops.tensor_signature(other))
         plan = _plans.get(key)
         if plan is None:
             _same_dtype("matmul", input, other)

@@ -91,6 +91,26 @@ def test_integer_products_use_cupys_kernels():
     np.testing.assert_array_equal(_BACKEND.matmul(a, a.T).get(), a.get() @ a.get().T)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32, np.float64])
+def test_without_nvmath_eager_products_and_epilogues_go_through_cupy(monkeypatch, dtype):
+    # the cuda backend without the matrix engine (nvmath-python missing): cupy.matmul, bfloat16
+    # computed in float32 (cuBLAS through CuPy has none), bias and activation as kernels
+    monkeypatch.setattr(_matmul, "_lt", None)
+    monkeypatch.setattr(_matmul, "_direct", {})   # no cached cuBLASLt plan may answer
+    ha, hb, hbias = _host((16, 64), dtype), _host((64, 24), dtype, 1), _host((24,), dtype, 2)
+    wide = ha.astype(np.float64) @ hb.astype(np.float64)
+    tol = 1e-4 if dtype in (np.float32, np.float64) else 5e-2
+    got = _BACKEND.matmul(cupy.asarray(ha), cupy.asarray(hb))
+    assert got.dtype == np.dtype(dtype) and got.shape == (16, 24)
+    np.testing.assert_allclose(got.get().astype(np.float64), wide, rtol=tol, atol=tol * 4)
+    out = cupy.empty((16, 24), dtype)
+    _BACKEND.matmul_epilogue(cupy.asarray(ha), cupy.asarray(hb), out, cupy.asarray(hbias),
+                             "relu")
+    np.testing.assert_allclose(out.get().astype(np.float64),
+                               np.maximum(wide + hbias.astype(np.float64), 0),
+                               rtol=tol, atol=tol * 4)
+
+
 _ACTIVATIONS = {None: lambda x: x, "relu": lambda x: np.maximum(x, 0), "gelu_tanh": _gelu_tanh,
                 "gelu": lambda x: 0.5 * x * (1 + np.vectorize(math.erf)(x / math.sqrt(2))),
                 "silu": lambda x: x / (1 + np.exp(-x))}

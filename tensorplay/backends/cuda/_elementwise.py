@@ -41,8 +41,8 @@ GRID_CAP = 4096  #: most blocks per launch; the grid-stride loop covers the rest
 _SIZES_CAP = 4096   # launch geometries kept; the cache is cleared past this (sizes are few)
 
 _UNSUPPORTED = "unsupported"   # cached for combinations with no kernel (None means "not made")
-_sizes: dict[int, tuple[tuple[int], np.int64]] = {}
-_sum_sizes: dict[int, tuple[tuple[int], np.int64]] = {}
+_grids: dict[int, int] = {}   # element count -> blocks of an elementwise launch
+_sum_threads: dict[int, int] = {}   # element count -> threads of the single-block sum
 _made: dict[Callable, tuple[tuple, Any]] = {}   # launcher -> (warm key, RawKernel), for ensure
 # compute dtype -> the struct letter its scalar parameters are packed with (PackedLaunch);
 # float16/bfloat16 scalars are passed as their bits
@@ -51,23 +51,22 @@ _SCALAR_FORMATS = {np.dtype(np.float32): "f", np.dtype(np.float64): "d",
                    np.dtype(np.float16): "H", np.dtype("bfloat16"): "H"}
 
 
-def _geometry(n: int) -> tuple[tuple[int], np.int64] | None:
-    """``((grid,), int64(n))`` for an elementwise launch over ``n`` elements, cached; None for 0."""
+def _grid(n: int) -> int:
+    """Blocks of an elementwise launch over ``n`` elements (cached); 0 for none."""
     if n <= 0:
-        return None
-    if len(_sizes) >= _SIZES_CAP:
-        _sizes.clear()
-    entry = _sizes[n] = ((min(-(-n // BLOCK), GRID_CAP),), np.int64(n))
-    return entry
+        return 0
+    if len(_grids) >= _SIZES_CAP:
+        _grids.clear()
+    grid = _grids[n] = min(-(-n // BLOCK), GRID_CAP)
+    return grid
 
 
-def _sum_geometry(n: int) -> tuple[tuple[int], np.int64]:
-    """``((threads,), int64(n))`` of the single-block sum: more threads for more elements."""
-    if len(_sum_sizes) >= _SIZES_CAP:
-        _sum_sizes.clear()
-    threads = 256 if n <= 8192 else 512 if n <= 32768 else 1024
-    entry = _sum_sizes[n] = ((threads,), np.int64(n))
-    return entry
+def _sum_block(n: int) -> int:
+    """Threads of the single-block sum over ``n`` elements (cached): more for more elements."""
+    if len(_sum_threads) >= _SIZES_CAP:
+        _sum_threads.clear()
+    threads = _sum_threads[n] = 256 if n <= 8192 else 512 if n <= 32768 else 1024
+    return threads
 
 
 def _current_device() -> int:
@@ -108,13 +107,14 @@ def _packed_mixed_launcher(kernel, kinds: str, compute: np.dtype) -> Callable:
     operands, out_slot = tuple(layout), slot
     packed = PackedLaunch(kernel, slot + 2, scalar_format=scalar_format)
     buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
-    get = _sizes.get
+    get = _grids.get
     block = BLOCK
 
     def launch(*args):
         out = args[-1]
-        entry = get(out.size) or _geometry(out.size)
-        if entry is not None:
+        n = out.size
+        grid = get(n) or _grid(n)
+        if grid:
             found = buffers.get(ident()) or buffer()
             values, scalars = found[0], found[3]
             for arg, (kind, position) in zip(args, operands):
@@ -128,8 +128,8 @@ def _packed_mixed_launcher(kernel, kinds: str, compute: np.dtype) -> Callable:
                     values[position] = arg.data.ptr
                     values[position + 1] = arg.size
             values[out_slot] = out.data.ptr
-            values[out_slot + 1] = entry[1]
-            packed(entry[0][0], block, found[1])
+            values[out_slot + 1] = n
+            packed(grid, block, found[1])
     return launch
 
 
@@ -139,53 +139,57 @@ def _packed_launcher(kernel, count: int) -> Callable:
     then the element count."""
     packed = PackedLaunch(kernel, count + 2)
     buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
-    get = _sizes.get
+    get = _grids.get
     block = BLOCK
     launch: Callable[..., None]
     if count == 1:
         def launch(x, out):
-            entry = get(out.size) or _geometry(out.size)
-            if entry is not None:
+            n = out.size
+            grid = get(n) or _grid(n)
+            if grid:
                 found = buffers.get(ident()) or buffer()
                 values = found[0]
                 values[0] = x.data.ptr
                 values[1] = out.data.ptr
-                values[2] = entry[1]
-                packed(entry[0][0], block, found[1])
+                values[2] = n
+                packed(grid, block, found[1])
     elif count == 2:
         def launch(x, y, out):
-            entry = get(out.size) or _geometry(out.size)
-            if entry is not None:
+            n = out.size
+            grid = get(n) or _grid(n)
+            if grid:
                 found = buffers.get(ident()) or buffer()
                 values = found[0]
                 values[0] = x.data.ptr
                 values[1] = y.data.ptr
                 values[2] = out.data.ptr
-                values[3] = entry[1]
-                packed(entry[0][0], block, found[1])
+                values[3] = n
+                packed(grid, block, found[1])
     elif count == 3:
         def launch(c, x, y, out):
-            entry = get(out.size) or _geometry(out.size)
-            if entry is not None:
+            n = out.size
+            grid = get(n) or _grid(n)
+            if grid:
                 found = buffers.get(ident()) or buffer()
                 values = found[0]
                 values[0] = c.data.ptr
                 values[1] = x.data.ptr
                 values[2] = y.data.ptr
                 values[3] = out.data.ptr
-                values[4] = entry[1]
-                packed(entry[0][0], block, found[1])
+                values[4] = n
+                packed(grid, block, found[1])
     else:   # fused chains: any number of operands
         def launch(*args):
             out = args[-1]
-            entry = get(out.size) or _geometry(out.size)
-            if entry is not None:
+            n = out.size
+            grid = get(n) or _grid(n)
+            if grid:
                 found = buffers.get(ident()) or buffer()
                 values = found[0]
                 for i, array in enumerate(args):
                     values[i] = array.data.ptr
-                values[count + 1] = entry[1]
-                packed(entry[0][0], block, found[1])
+                values[count + 1] = n
+                packed(grid, block, found[1])
     return launch
 
 
@@ -295,18 +299,19 @@ def _build_sum(compute, out):
     kernel = _make(key, source, _source.SUM_NAME, halves)
     if kernel is _UNSUPPORTED:
         return _UNSUPPORTED
-    get = _sum_sizes.get
+    get = _sum_threads.get
     packed = PackedLaunch(kernel, 3)   # x, the 0-d result, the element count
     buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
 
     def launch(x, out_array):
-        entry = get(x.size) or _sum_geometry(x.size)
+        n = x.size
+        threads = get(n) or _sum_block(n)
         found = buffers.get(ident()) or buffer()
         values = found[0]
         values[0] = x.data.ptr
         values[1] = out_array.data.ptr
-        values[2] = entry[1]
-        packed(1, entry[0][0], found[1])
+        values[2] = n
+        packed(1, threads, found[1])
 
     # the while-body scan looks at its arguments only (a function attribute mypy cannot type)
     launch.tp_arguments_only = True  # type: ignore[attr-defined]

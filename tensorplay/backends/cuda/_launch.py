@@ -1,5 +1,6 @@
-"""Launching a compiled kernel through the driver's ``cuLaunchKernel``, over one parameter buffer
-written in place (device pointers and ``long long`` counts, and scalars of one type).
+"""Launching a compiled kernel through the driver's ``cuLaunchKernel`` (CuPy's binding of it),
+over one parameter buffer written in place (device pointers and ``long long`` counts, and
+scalars of one type).
 
 A ``cupy.RawKernel`` call converts every argument on every launch (an array to its pointer, a
 NumPy scalar to its bytes) and builds the parameter table anew. A :class:`PackedLaunch` builds
@@ -33,6 +34,11 @@ from ._runtime import DRIVER_SUCCESS, raise_error
 
 __all__ = ["PackedLaunch"]
 
+# CuPy's own Cython binding of cuLaunchKernel takes plain integers and converts them in C; it
+# costs less per call than cuda-bindings' generic wrapper (``eager_probe_h200.txt``). A CuPy
+# without it launches through cuda-bindings.
+_cupy_launch = getattr(cupy.cuda.driver, "launchKernel", None)
+_CupyDriverError: Any = getattr(cupy.cuda.driver, "CUDADriverError", RuntimeError)
 _launch_kernel = driver.cuLaunchKernel
 _current_stream = cupy.cuda.get_current_stream
 thread_ident = threading.get_ident   #: the key of :attr:`PackedLaunch.buffers`
@@ -93,17 +99,26 @@ class PackedLaunch:
         parameter table at address ``params`` (a buffer's second item)."""
         stream = _current_stream()
         target = self._targets.get(stream) or self._target(stream)
+        if _cupy_launch is not None:
+            try:
+                _cupy_launch(target[0], grid, 1, 1, block, 1, 1, 0, target[1], params, 0)
+            except _CupyDriverError as error:
+                raise_error(driver.CUresult(error.status), "cuLaunchKernel")
+            return
         err = _launch_kernel(target[0], grid, 1, 1, block, 1, 1, 0, target[1], params, 0)[0]
         if err is not DRIVER_SUCCESS:
             raise_error(err, "cuLaunchKernel")
 
     def _target(self, stream: Any) -> tuple[Any, int]:
-        """``(CUfunction, native stream handle)`` for launches on CuPy stream ``stream``."""
+        """``(function handle, native stream handle)`` for launches on CuPy stream ``stream``:
+        plain integers for CuPy's binding, a ``CUfunction`` for cuda-bindings'."""
         device = stream.device_id
         if device < 0:
             device = cupy.cuda.runtime.getDevice()
         with cupy.cuda.Device(device):
-            function = driver.CUfunction(int(self.kernel.kernel.ptr))
+            function: Any = int(self.kernel.kernel.ptr)
+        if _cupy_launch is None:
+            function = driver.CUfunction(function)
         if len(self._targets) >= _CAP:
             self._targets.clear()
         target = self._targets[stream] = (function, int(stream.ptr))

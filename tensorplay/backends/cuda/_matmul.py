@@ -63,6 +63,7 @@ _LT_ACTIVATIONS = frozenset({None, "relu", "gelu_tanh"})
 #: exact GELU and SiLU, which skinny products (Note [skinny products]) apply in their one kernel
 #: and other products as one kernel after cuBLASLt's BIAS epilogue.
 EPILOGUES = _LT_ACTIVATIONS | {"gelu", "silu"} if _lt is not None else frozenset()
+_BFLOAT16 = np.dtype("bfloat16")
 _EPILOGUE_DTYPES = frozenset({np.dtype(np.float16), np.dtype("bfloat16"), np.dtype(np.float32)})
 
 _WORKSPACE_LIMIT = 32 << 20   # the most workspace an algorithm may ask for
@@ -481,7 +482,16 @@ def _fallback(a, b, out, bias, with_bias, activation):
                            f"nvmath-python (pip install 'tensorplay[cuda]') or run the product "
                            f"outside the graph")
     _announce()
-    result = cupy.matmul(a, b, out=out)
+    if a.dtype == _BFLOAT16 or b.dtype == _BFLOAT16:
+        # cuBLAS through CuPy has no bfloat16: computed in float32, rounded once (as cuBLASLt's
+        # bfloat16 products accumulate in float32)
+        wide = cupy.matmul(a.astype(np.float32), b.astype(np.float32))
+        if out is None:
+            out = cupy.empty(wide.shape, _BFLOAT16)
+        out[...] = wide
+        result = out
+    else:
+        result = cupy.matmul(a, b, out=out)
     return _finish_epilogue(result, bias, with_bias, activation) if with_bias else result
 
 

@@ -23,7 +23,9 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 STUB = ROOT / "tensorplay" / "_tensor" / "tensor.pyi"
 
 #: class attributes that are not part of the public surface
-_SKIP = frozenset(("__doc__", "__module__", "__slots__", "__weakref__", "__dict__"))
+# __slotnames__: copyreg's cache, set on the class by the first pickle of a Tensor
+_SKIP = frozenset(("__doc__", "__module__", "__slots__", "__weakref__", "__dict__",
+                   "__slotnames__"))
 #: return types of methods whose implementation does not annotate one
 _RETURNS = {
     "item": "builtins.int | builtins.float | builtins.bool | builtins.complex",

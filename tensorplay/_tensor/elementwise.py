@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import functools
 import numbers
-import operator
 
 import numpy as np
 
@@ -32,7 +31,7 @@ from .. import _dtype
 from .._errors import BroadcastError
 from .._runtime import writes as _writes
 from . import rewrite as _rewrite
-from .tensor import Tensor
+from .tensor import Tensor, layout_of
 from .transfer import check_no_overlap
 
 _Number = (bool, int, float, complex, np.number, np.bool_)
@@ -152,7 +151,7 @@ class _Plan:
     __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
                  "mixed", "ufunc", "kwargs", "fast", "check_divisor", "xp",
                  "formula", "attrs", "scalar_type", "arrays_only", "native", "plain_operands",
-                 "round_to")
+                 "round_to", "out_layout")
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
     tp_arguments_only = True
@@ -170,17 +169,12 @@ class _Plan:
                      else a for a in arrays], out=out_array, **self.kwargs)
 
 
-#: the part of a plan key a Tensor operand contributes (a C-level getter: no Python frame on the
-#: eager hot path; dtypes hash by identity)
-tensor_signature = operator.attrgetter("_dtype", "_device.type", "_device.index", "_data.shape",
-                                       "_data.strides")
-
-
 def _signature(value):
-    """The part of a plan key one operand contributes; None when the operand is not cacheable."""
+    """The part of a plan key one operand contributes: a Tensor's interned :class:`.Layout`, a
+    cacheable scalar's type; None when the operand is not cacheable."""
     kind = type(value)
     if kind is Tensor:
-        return tensor_signature(value)
+        return value._layout or layout_of(value)
     return kind if kind in _CACHEABLE_SCALARS else None
 
 
@@ -215,6 +209,7 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
     xp = _dispatch.xp_of(device)
     plan = _Plan()
     plan.op, plan.device, plan.result, plan.shape = op, device, result, shape
+    plan.out_layout = None   # the results' Layout, learnt from the first
     plan.compute, plan.compute_np = compute, compute.numpy
     plan.xp, plan.formula = xp, formula
     plan.attrs = None if formula is None else {"shape": shape}   # for graph dumps; read-only
@@ -350,6 +345,11 @@ def _execute(plan: _Plan, operands, out):
     if out is None:
         out_array = _dispatch.empty(device, plan.shape, plan.result)
         out = Tensor._make(out_array, device, plan.result)
+        # every result of a plan is laid out alike (new C-ordered memory of one shape and dtype)
+        if plan.out_layout is None:
+            plan.out_layout = layout_of(out)
+        else:
+            out._layout = plan.out_layout
     else:
         if out._guard is not None:
             out._check_guard()
@@ -402,11 +402,6 @@ def _fast_kernel(fast, scalar_type, kinds, values, out_array) -> None:
     fast(*[v if k is _ARRAY else scalar_type(v) for k, v in zip(kinds, values)], out_array)
 
 
-def _out_signature(out):
-    data = out._data
-    return (out._dtype, data.shape, data.strides)
-
-
 def elementwise(op: str, ufunc_name, operands, *, out: Tensor | None = None,
                 result=None, compute=None, extra_kwargs=None) -> Tensor:
     """Run the ``xp`` ufunc ``ufunc_name`` over operands.
@@ -442,11 +437,8 @@ def formula(op: str, operands, fn, *, result=None, compute=None, out: Tensor | N
             ``result``, ``compute`` and ``native`` that are the same for every call of ``op``.
     """
     if cache:
-        if len(operands) == 1 and type(operands[0]) is Tensor:   # the activations
-            key = (op, tensor_signature(operands[0]), () if out is None else _out_signature(out))
-        else:
-            key = (op, *[_signature(v) for v in operands],
-                   () if out is None else _out_signature(out))
+        key = (op, *[_signature(v) for v in operands],
+               () if out is None else out._layout or layout_of(out))
         plan = _plans.get(key)
         if plan is None:
             plan = _plan(op, None, operands, out, result, compute, None, fn, native, promote)
@@ -498,9 +490,9 @@ def _binary_call(op: str, a, b):
 
 def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     """``a op b`` by PyTorch's promotion and broadcasting, into ``out`` when given."""
-    key = (op, tensor_signature(a) if type(a) is Tensor else _signature(a),
-           tensor_signature(b) if type(b) is Tensor else _signature(b),
-           () if out is None else _out_signature(out))
+    key = (op, (a._layout or layout_of(a)) if type(a) is Tensor else _signature(a),
+           (b._layout or layout_of(b)) if type(b) is Tensor else _signature(b),
+           () if out is None else out._layout or layout_of(out))
     plan = _plans.get(key)
     if plan is None:
         ufunc, result, compute = _binary_call(op, a, b)
@@ -534,8 +526,8 @@ _UNARY = {
 
 def unary(op: str, a, out: Tensor | None = None) -> Tensor:
     """``op(a)`` (``_UNARY`` names), into ``out`` when given."""
-    key = (op, tensor_signature(a) if type(a) is Tensor else _signature(a),
-           () if out is None else _out_signature(out))
+    key = (op, (a._layout or layout_of(a)) if type(a) is Tensor else _signature(a),
+           () if out is None else out._layout or layout_of(out))
     plan = _plans.get(key)
     if plan is None:
         if op in ("floor", "ceil", "round", "trunc") and isinstance(a, Tensor) and \

@@ -22,7 +22,7 @@ from .._runtime import dispatch as _dispatch
 from .. import _dtype
 from . import activations as _activations, elementwise as _ops, rewrite as _rewrite
 from .join import _tensor_arg
-from .tensor import Tensor
+from .tensor import Tensor, layout_of
 
 __all__ = ["matmul", "mm", "bmm", "dot", "addmm", "outer"]
 
@@ -135,7 +135,7 @@ def matmul(input, other) -> Tensor:
         return _rewrite.active.run("matmul", (input, other), lambda: matmul(input, other))
     if type(input) is Tensor and type(other) is Tensor and input._guard is None and \
             other._guard is None:
-        key = (_ops.tensor_signature(input), _ops.tensor_signature(other))
+        key = (input._layout or layout_of(input), other._layout or layout_of(other))
         plan = _plans.get(key)
         if plan is None:
             _same_dtype("matmul", input, other)

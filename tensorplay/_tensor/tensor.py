@@ -14,6 +14,7 @@ hand it kernels.
 from __future__ import annotations
 
 import builtins
+import operator
 
 import numpy as np
 
@@ -21,7 +22,7 @@ from .._runtime import capture as _capture, dispatch as _dispatch, state as _sta
 from .. import _dtype
 from .._runtime.device import device as _device_cls
 
-__all__ = ["Size", "Tensor"]
+__all__ = ["Layout", "Size", "Tensor", "layout_of"]
 
 
 class Size(tuple):
@@ -88,6 +89,53 @@ class Size(tuple):
 _new_size = tuple.__new__
 
 
+class Layout:
+    """A tensor's dtype, device, shape and strides, interned (:func:`layout_of`): tensors of one
+    layout share one object, so the op layer's plan caches key on it by identity, which hashes
+    at C speed where the tuple it stands for would be rebuilt and rehashed on every call.
+
+    A tensor's layout never changes (no op alters a tensor's metadata in place), so a tensor
+    keeps its Layout from the first time one is asked. Pickled, a Layout re-interns itself.
+    """
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: tuple):
+        self.key = key
+
+    def __reduce__(self):
+        return (_intern_layout, (self.key,))
+
+    def __repr__(self) -> str:
+        return f"Layout{self.key!r}"
+
+
+_layouts: dict[tuple, Layout] = {}
+_LAYOUT_LIMIT = 1 << 14   # interned layouts kept; past this the table starts over
+#: the tuple a Layout stands for, read without a Python frame (dtypes hash by identity)
+_layout_key = operator.attrgetter("_dtype", "_device.type", "_device.index", "_data.shape",
+                                  "_data.strides")
+
+
+def _intern_layout(key: tuple) -> Layout:
+    """The one Layout of ``key``. Starting the table over only costs repeats: a Layout already
+    held by a tensor or a cache stays the same object, and a new one is merely another name."""
+    found = _layouts.get(key)
+    if found is None:
+        if len(_layouts) >= _LAYOUT_LIMIT:
+            _layouts.clear()
+        found = _layouts.setdefault(key, Layout(key))
+    return found
+
+
+def layout_of(tensor: "Tensor") -> Layout:
+    """``tensor``'s :class:`Layout`, interned at its first use and kept on the tensor."""
+    layout = tensor._layout
+    if layout is None:
+        layout = tensor._layout = _intern_layout(_layout_key(tensor))
+    return layout
+
+
 class Tensor:
     """A multi-dimensional array on a device (``cpu`` or an accelerator).
 
@@ -99,7 +147,7 @@ class Tensor:
        the host (``item``, ``tolist``, ``cpu``) waits for this thread's current stream only.
     """
 
-    __slots__ = ("_data", "_device", "_dtype", "_guard", "__weakref__")
+    __slots__ = ("_data", "_device", "_dtype", "_guard", "_layout", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, *args, **kwargs):
@@ -113,6 +161,7 @@ class Tensor:
         tensor._device = device
         tensor._dtype = dtype if dtype is not None else _dtype.from_numpy_dtype(data.dtype)
         tensor._guard = None
+        tensor._layout = None   # interned at its first use as an operand: layout_of
         return tensor
 
     # -- attributes -------------------------------------------------------------------------

@@ -109,6 +109,20 @@ def _packed_mixed_launcher(kernel, kinds: str, compute: np.dtype) -> Callable:
     buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
     get = _grids.get
     block = BLOCK
+    if kinds == "ar":   # ``h + bias``, the common case, without the loop over kinds
+        def launch_row(x, row, out):
+            n = out.size
+            grid = get(n) or _grid(n)
+            if grid:
+                found = buffers.get(ident()) or buffer()
+                values = found[0]
+                values[0] = x.data.ptr
+                values[1] = row.data.ptr
+                values[2] = row.size
+                values[3] = out.data.ptr
+                values[4] = n
+                packed(grid, block, found[1])
+        return launch_row
 
     def launch(*args):
         out = args[-1]

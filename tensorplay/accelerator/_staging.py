@@ -22,7 +22,7 @@ from operator import is_ as _is
 
 import numpy as np
 
-from .._tensor.tensor import Tensor
+from .._tensor.tensor import Tensor, layout_of
 
 
 def _describe(tensor: Tensor) -> str:
@@ -77,8 +77,7 @@ class StaticPlan:
             if (type(static) is Tensor and static._device.type == device_type
                     and static._device.index == device_index and static._guard is None
                     and static.is_contiguous() and static.numel()):
-                self.fast.append((static._dtype, static._device, static._data.shape,
-                                  static._data.strides, backend.array_ptr(static._data),
+                self.fast.append((layout_of(static), backend.array_ptr(static._data),
                                   static.nbytes))
             else:
                 self.fast.append(None)
@@ -116,11 +115,10 @@ def plan_staging(static_inputs, inputs, device_index: int, backend, plan=None, w
     array_ptr = backend.array_ptr
     for index, (fresh, fast, back) in enumerate(zip(inputs, plan.fast, plan.back)):
         if fast is not None and type(fresh) is Tensor and fresh._guard is None:
-            dtype, device, shape, strides, dst, nbytes = fast
-            data = fresh._data
-            if (fresh._dtype is dtype and data.shape == shape and data.strides == strides
-                    and (fresh._device is device or fresh._device == device)):
-                src = array_ptr(data)
+            layout, dst, nbytes = fast
+            found = fresh._layout or layout_of(fresh)   # same dtype, device, shape and strides
+            if found is layout or found.key == layout.key:
+                src = array_ptr(fresh._data)
                 append((dst, src, nbytes))
                 if back:
                     copies_out.append((src, dst, nbytes))

@@ -3,10 +3,11 @@
 Each op runs on ``(64, 64)`` operands, small enough that the host's cost of issuing the call
 (argument checks, dispatch, allocation, the launch) dominates. A figure is the fastest of
 ``repeats`` loops of ``calls`` calls back to back, with the device synchronized before the clock
-starts and the wait for it left outside the clock (:func:`.timing.best_host_cost`). Peers run the
-same op on the same values in the same run: CuPy and torch on a GPU, NumPy (host arrays)
-everywhere. On the simulated accelerator and the host, tensorplay's figures are host times of
-its own eager path, so a regression in it shows without a GPU.
+starts and the wait for it left outside the clock; the implementations of one op take turns loop
+by loop, so a drift in the host's speed does not fall on one of them. Peers run the same op on
+the same values in the same run: CuPy and torch on a GPU, NumPy (host arrays) everywhere. On
+the simulated accelerator and the host, tensorplay's figures are host times of its own eager
+path, so a regression in it shows without a GPU.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import numpy as np
 import tensorplay as tp
 
 from . import peers
-from .timing import best_host_cost, sync
+from .timing import sync, timed_loops
 
 SIZE = 64
 CALLS = 2000
 REPEATS = 5
+WARMUP = 20
 SHAPES = f"a, b, w: ({SIZE}, {SIZE}) float32; m: ({SIZE}, {SIZE}) bool"
 PEERS = ("cupy", "torch", "numpy")
 LABELS = {"tensorplay": "tensorplay", "cupy": "CuPy", "torch": "torch", "numpy": "NumPy"}
@@ -53,6 +55,23 @@ def _ratio(ours: float | None, theirs: float | None) -> float | None:
     return ours / theirs if ours and theirs else None
 
 
+def _interleaved_best(impls: dict, calls: int, repeats: int) -> dict[str, float | None]:
+    """``{name: microseconds per call}`` for ``impls`` (``{name: (fn or None, sync)}``): the
+    fastest of ``repeats`` loops of ``calls`` calls, the implementations taking turns loop by
+    loop, so that a change in the shared host's speed falls on all of them alike."""
+    best: dict[str, float | None] = {name: None for name in impls}
+    for fn, peer_sync in impls.values():
+        if fn is not None:
+            timed_loops(fn, peer_sync, 1, 0, WARMUP)
+    for _ in range(repeats):
+        for name, (fn, peer_sync) in impls.items():
+            if fn is not None:
+                host = timed_loops(fn, peer_sync, calls, 1, 0)[0][0]
+                previous = best[name]
+                best[name] = host if previous is None else min(previous, host)
+    return best
+
+
 def eager_table(device: str, calls: int = CALLS, repeats: int = REPEATS) -> dict:
     """Run the table on ``device`` (``"cuda:0"``, ``"sim:0"``, ``"cpu"``) and return it as the
     JSON ``bench`` writes under ``"eager"``: ``{"device", "calls", "repeats", "unit": "us",
@@ -63,10 +82,12 @@ def eager_table(device: str, calls: int = CALLS, repeats: int = REPEATS) -> dict
     impls = [("tensorplay", _tensorplay_ops(device, arrays), sync,
               {"gelu(a)": f"tp.{'nn.functional.' if _tp_gelu() is not tp.gelu else ''}gelu"})]
     impls += list(peers.eager_op_peers(arrays))
-    times: dict[str, dict[str, float | None]] = {}
-    for name, ops, peer_sync, _ in impls:
-        times[name] = {op: (best_host_cost(fn, peer_sync, calls, repeats) if fn else None)
-                       for op, fn in ops.items()}
+    times: dict[str, dict[str, float | None]] = {name: {} for name, _, _, _ in impls}
+    for op in impls[0][1]:
+        best = _interleaved_best({name: (ops.get(op), peer_sync)
+                                  for name, ops, peer_sync, _ in impls}, calls, repeats)
+        for name, value in best.items():
+            times[name][op] = value
     rows = []
     for op, ours in times["tensorplay"].items():
         row = {"op": op, "tensorplay": ours}

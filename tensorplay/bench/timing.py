@@ -51,11 +51,3 @@ def time_per_call(fn: Call, sync: Call, calls: int, repeats: int = 5, warmup: in
     """Median microseconds per call of ``fn`` over ``repeats`` loops of ``calls`` calls, each
     loop ending in ``sync`` (steady-state throughput: host and device time together)."""
     return host_and_total(fn, sync, calls, repeats, warmup)[1]
-
-
-def best_host_cost(fn: Call, sync: Call, calls: int, repeats: int = 5,
-                   warmup: int = 20) -> float:
-    """Host cost per call in microseconds: the fastest of ``repeats`` loops of ``calls`` calls
-    back to back, timed from a synchronized device to the last call issued (the wait for the
-    device is outside the clock)."""
-    return min(timed_loops(fn, sync, calls, repeats, warmup)[0])

@@ -19,7 +19,7 @@ import numpy as np
 import tensorplay as tp
 
 from . import peers
-from .timing import sync, timed_loops
+from .timing import interleaved_loops, sync
 
 SIZE = 64
 CALLS = 2000
@@ -55,23 +55,6 @@ def _ratio(ours: float | None, theirs: float | None) -> float | None:
     return ours / theirs if ours and theirs else None
 
 
-def _interleaved_best(impls: dict, calls: int, repeats: int) -> dict[str, float | None]:
-    """``{name: microseconds per call}`` for ``impls`` (``{name: (fn or None, sync)}``): the
-    fastest of ``repeats`` loops of ``calls`` calls, the implementations taking turns loop by
-    loop, so that a change in the shared host's speed falls on all of them alike."""
-    best: dict[str, float | None] = {name: None for name in impls}
-    for fn, peer_sync in impls.values():
-        if fn is not None:
-            timed_loops(fn, peer_sync, 1, 0, WARMUP)
-    for _ in range(repeats):
-        for name, (fn, peer_sync) in impls.items():
-            if fn is not None:
-                host = timed_loops(fn, peer_sync, calls, 1, 0)[0][0]
-                previous = best[name]
-                best[name] = host if previous is None else min(previous, host)
-    return best
-
-
 def eager_table(device: str, calls: int = CALLS, repeats: int = REPEATS) -> dict:
     """Run the table on ``device`` (``"cuda:0"``, ``"sim:0"``, ``"cpu"``) and return it as the
     JSON ``bench`` writes under ``"eager"``: ``{"device", "calls", "repeats", "unit": "us",
@@ -84,10 +67,11 @@ def eager_table(device: str, calls: int = CALLS, repeats: int = REPEATS) -> dict
     impls += list(peers.eager_op_peers(arrays))
     times: dict[str, dict[str, float | None]] = {name: {} for name, _, _, _ in impls}
     for op in impls[0][1]:
-        best = _interleaved_best({name: (ops.get(op), peer_sync)
-                                  for name, ops, peer_sync, _ in impls}, calls, repeats)
-        for name, value in best.items():
-            times[name][op] = value
+        present = {name: (ops[op], peer_sync) for name, ops, peer_sync, _ in impls
+                   if ops.get(op) is not None}
+        loops = interleaved_loops(present, calls, repeats, WARMUP)
+        for name, _, _, _ in impls:
+            times[name][op] = min(loops[name][0]) if name in loops else None
     rows = []
     for op, ours in times["tensorplay"].items():
         row = {"op": op, "tensorplay": ours}

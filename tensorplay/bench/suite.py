@@ -17,6 +17,7 @@ from __future__ import annotations
 import functools
 import json
 import platform
+import statistics
 import sys
 import time
 
@@ -31,7 +32,7 @@ from .products import SIZE as PRODUCT_SIZE
 from .products import SMALL_SIZE as SMALL_PRODUCT_SIZE
 from .products import products_case
 from .plot import plot
-from .timing import host_and_total, time_per_call
+from .timing import interleaved_loops, time_per_call
 from .timing import sync as _sync
 
 
@@ -71,11 +72,17 @@ class Suite:
             x.add_(1)
         stream = tp.accelerator.current_stream()
         case = "graph replay, host cost (1 kernel)"
-        for impl, fn, sync in [("tensorplay replay(stream=s)", lambda: graph.replay(stream=stream),
-                                _sync), ("tensorplay replay()", graph.replay, _sync),
-                               *peers.replay_peers(graph, stream)]:
-            host, total = host_and_total(fn, sync, 200, repeats=9)
-            self.add(case, impl, host, total_us=total)
+        impls = [("tensorplay replay(stream=s)", lambda: graph.replay(stream=stream), _sync),
+                 ("tensorplay replay()", graph.replay, _sync), *peers.replay_peers(graph, stream)]
+        self._host_rows(case, impls)
+
+    def _host_rows(self, case: str, impls) -> None:
+        """Rows of host cost per call (median of 9 loops of 200 calls, the implementations taking
+        turns loop by loop: :func:`.timing.interleaved_loops`) with the synchronized total."""
+        loops = interleaved_loops({impl: (fn, sync) for impl, fn, sync in impls}, 200, 9, 3)
+        for impl, _, _ in impls:
+            host, total = loops[impl]
+            self.add(case, impl, statistics.median(host), total_us=statistics.median(total))
 
     def stage_and_launch(self, counts=(1, 2, 4, 8, 16, 32)) -> None:
         for count in counts:
@@ -94,9 +101,7 @@ class Suite:
     def eager_op(self) -> None:
         x = tp.zeros(16, device=self.device)
         case = "eager x.add_(1), 16 floats, host cost"
-        for impl, fn, sync in [("tensorplay", lambda: x.add_(1), _sync), *peers.eager_peers()]:
-            host, total = host_and_total(fn, sync, 200, repeats=9)
-            self.add(case, impl, host, total_us=total)
+        self._host_rows(case, [("tensorplay", lambda: x.add_(1), _sync), *peers.eager_peers()])
 
     def twenty_kernels(self) -> None:
         x = tp.zeros(1024, device=self.device)

@@ -51,3 +51,19 @@ def time_per_call(fn: Call, sync: Call, calls: int, repeats: int = 5, warmup: in
     """Median microseconds per call of ``fn`` over ``repeats`` loops of ``calls`` calls, each
     loop ending in ``sync`` (steady-state throughput: host and device time together)."""
     return host_and_total(fn, sync, calls, repeats, warmup)[1]
+
+
+def interleaved_loops(impls: dict[str, tuple[Call, Call]], calls: int, repeats: int,
+                      warmup: int) -> dict[str, tuple[list[float], list[float]]]:
+    """:func:`timed_loops` for several implementations of one case (``{name: (fn, sync)}``),
+    taking turns loop by loop, so that a change in the shared host's speed during the case falls
+    on all of them alike rather than on whichever ran then. Returns ``{name: (host, total)}``."""
+    for fn, impl_sync in impls.values():
+        timed_loops(fn, impl_sync, 1, 0, warmup)
+    loops: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in impls}
+    for _ in range(repeats):
+        for name, (fn, impl_sync) in impls.items():
+            host, total = timed_loops(fn, impl_sync, calls, 1, 0)
+            loops[name][0].extend(host)
+            loops[name][1].extend(total)
+    return loops

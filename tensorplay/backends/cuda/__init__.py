@@ -219,9 +219,9 @@ class CudaBackend:
         """A CuPy view of ``[ptr, ptr + nbytes)`` on device ``index`` that keeps ``owner``
         (``shape`` a tuple, ``strides`` a tuple or None for C order, ``numpy_dtype`` a NumPy
         dtype: the eager hot path; CuPy computes C strides faster than it takes given ones)."""
+        # strides positional: CuPy's constructor parses a keyword argument slower
         return _ndarray(shape, numpy_dtype,
-                        _MemoryPointer(_UnownedMemory(ptr, nbytes, owner, index), 0),
-                        strides=strides)
+                        _MemoryPointer(_UnownedMemory(ptr, nbytes, owner, index), 0), strides)
 
     #: ``array_ptr(array)``: the device address of a CuPy array's first element (a C-level
     #: getter: ``stage_and_launch`` calls it once per input).

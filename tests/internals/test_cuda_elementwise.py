@@ -436,3 +436,24 @@ def test_gpu_softmax_rows_with_nan_or_infinite_maximum_are_nan(ew):
     got = cupy.asnumpy(out)
     assert np.isnan(got[:3]).all()
     np.testing.assert_array_equal(got[3], [0.5, 0.0, 0.5])
+
+
+def test_gpu_a_refused_launch_raises_our_error_and_the_next_one_runs(ew):
+    """``cuLaunchKernel`` refusing a launch (2048 threads per block, above the device's 1024)
+    raises tensorplay's ``CudaRuntimeError`` naming the call, translated from the error of
+    CuPy's binding (``_launch.PackedLaunch``); the error is not sticky, so the next launch of
+    the same kernel runs."""
+    import cupy
+
+    from tensorplay.backends.cuda._launch import PackedLaunch
+    from tensorplay.backends.cuda._runtime import CudaRuntimeError
+
+    launch = ew.elementwise_kernel("add", F32, "aa", F32)
+    packed = PackedLaunch(ew._made[launch][1], 4)
+    x, out = cupy.arange(64, dtype=F32), cupy.zeros(64, F32)
+    values, params = packed.buffer()[:2]
+    values[0], values[1], values[2], values[3] = x.data.ptr, x.data.ptr, out.data.ptr, 64
+    with pytest.raises(CudaRuntimeError, match="cuLaunchKernel"):
+        packed(1, 2048, params)
+    packed(1, 64, params)
+    np.testing.assert_array_equal(cupy.asnumpy(out), 2 * np.arange(64, dtype=F32))

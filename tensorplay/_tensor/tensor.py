@@ -164,6 +164,13 @@ class Tensor:
         tensor._layout = None   # interned at its first use as an operand: layout_of
         return tensor
 
+    def __setstate__(self, state) -> None:
+        """Unpickling (and ``copy``): the slots as pickled; a tensor pickled by an older version
+        has no ``_layout`` and gets one at its first use."""
+        self._layout = None
+        for name, value in state[1].items():
+            setattr(self, name, value)
+
     # -- attributes -------------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, ...]:

@@ -52,3 +52,13 @@ def test_a_pickled_tensor_reinterns_its_layout():
     copy = pickle.loads(pickle.dumps(x))
     assert copy._layout is layout_of(x)
     np.testing.assert_array_equal((copy * 2).numpy(), np.full((2, 3), 2.0))
+
+
+def test_a_tensor_pickled_without_a_layout_gets_one_at_its_first_use():
+    # as a tensor pickled before tensors kept their Layout unpickles
+    x = tp.arange(6, dtype=tp.float32).reshape(2, 3)
+    old = tp.Tensor.__new__(tp.Tensor)
+    old.__setstate__((None, {"_data": x._data.copy(), "_device": x._device, "_dtype": x._dtype,
+                             "_guard": None}))
+    np.testing.assert_array_equal((old + 1).numpy(), np.arange(1.0, 7.0).reshape(2, 3))
+    assert old._layout is layout_of(x)

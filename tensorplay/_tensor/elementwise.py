@@ -437,13 +437,12 @@ def formula(op: str, operands, fn, *, result=None, compute=None, out: Tensor | N
             ``result``, ``compute`` and ``native`` that are the same for every call of ``op``.
     """
     if cache:
+        out_key = () if out is None else out._layout or layout_of(out)
         if len(operands) == 1 and type(operands[0]) is Tensor:   # the activations
             only = operands[0]
-            key = (op, only._layout or layout_of(only),
-                   () if out is None else out._layout or layout_of(out))
+            key = (op, only._layout or layout_of(only), out_key)
         else:
-            key = (op, *[_signature(v) for v in operands],
-                   () if out is None else out._layout or layout_of(out))
+            key = (op, *[_signature(v) for v in operands], out_key)
         plan = _plans.get(key)
         if plan is None:
             plan = _plan(op, None, operands, out, result, compute, None, fn, native, promote)

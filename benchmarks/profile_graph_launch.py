@@ -47,8 +47,9 @@ for count in (1, 8):
         (f"Graph.stage_and_launch ({count})", lambda: graph.stage_and_launch(statics, fresh)),
     ]
     if dev.startswith("cuda"):
-        from tensorplay.bench.peers import raw_graph_launcher
-        rows.append(("raw cudaGraphLaunch", raw_graph_launcher(graph, stream)))
+        from tensorplay.bench.peers import raw_graph_launchers
+        rows += [(f"raw cudaGraphLaunch ({binding})", launch)
+                 for binding, launch in raw_graph_launchers(graph, stream).items()]
         rows.append((f"stage.load ({count})", lambda: exe.stage_in.load(copies)))
     for label, fn in rows:
         print(f"{label:<36} {best_host_us(fn):7.2f} us host per call")

@@ -169,14 +169,18 @@ def gelu(input, approximate: str = "none") -> Tensor:
     Raises:
         ValueError: another ``approximate``. TypeError: bool/integer input.
     """
-    if approximate not in ("none", "tanh"):
+    if approximate == "none":
+        name, rule = "gelu", _gelu_exact
+    elif approximate == "tanh":
+        name, rule = "gelu_tanh", _gelu_tanh
+    else:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    exact = approximate == "none"
     tensor = input if type(input) is Tensor and input._guard is None else \
         _tensor_arg(input, "gelu", "input")
-    name = "gelu" if exact else "gelu_tanh"
-    return _apply(name, [tensor], _gelu_exact if exact else _gelu_tanh,
-                  result=_only_floating("gelu"), native=name, cache=True)
+    return _apply(name, [tensor], rule, result=_GELU_RESULT, native=name, cache=True)
+
+
+_GELU_RESULT = _only_floating("gelu")
 
 
 def _softmax_input(op: str, input, dim, dtype):

@@ -150,7 +150,7 @@ class Graph:
         self._debug = False
         self._native_graph = None
         self._exec = None
-        self._launch = self._launch_ok = self._launch_failed = None
+        self._launch = self._launch_failed = None
         self._staged = False
         self._pool_id = None
         self._device_index: int | None = None
@@ -289,8 +289,7 @@ class Graph:
                                f"was captured")
         try:
             self._exec = self._backend.instantiate(native_graph)
-            self._launch, self._launch_ok, self._launch_failed = \
-                self._backend.launcher(self._exec)
+            self._launch, self._launch_failed = self._backend.launcher(self._exec)
         except BaseException:
             self._backend.graph_destroy(native_graph, None)
             self._release_pool()
@@ -602,9 +601,10 @@ class Graph:
         if self._staged:
             self._backend.unstage(self._exec)
             self._staged = False
-        result = launch(stream._handle)
-        if result[0] is not self._launch_ok:
-            self._launch_failed(result, stream._native)
+        try:
+            launch(stream._handle)
+        except Exception as error:
+            self._launch_failed(error, stream._native)
         if _body_watchers:   # replayed inside a while body: Note [write records]
             _note_graph_launch(stream._native)
 

@@ -220,12 +220,13 @@ class Graphs(Protocol):
     def graph_launch(self, executable: Any, stream: NativeStream) -> None:
         """Launch an executable on ``stream``."""
 
-    def launcher(self, executable: Any) -> tuple[Callable, Any, Callable]:
-        """``Graph.replay``'s hot path, bound once per executable: ``(launch, ok, failed)``.
+    def launcher(self, executable: Any) -> tuple[Callable[[Any], Any], Callable]:
+        """``Graph.replay``'s hot path, bound once per executable: ``(launch, failed)``.
 
         ``launch(handle)`` launches the executable on the stream whose :meth:`stream_handle` is
-        ``handle`` and returns a tuple whose first item ``is ok`` on success; otherwise
-        ``failed(result, stream)`` raises. ``launch`` leaves staging as the last
+        ``handle``, or raises whatever its native binding raises; the caller then calls
+        ``failed(error, stream)`` inside its ``except``, which raises tensorplay's error for it
+        (``error`` itself when it is not the binding's). ``launch`` leaves staging as the last
         ``stage_and_launch`` set it (call :meth:`unstage` first), and is valid until the
         executable is destroyed (the caller drops it then)."""
 
@@ -325,10 +326,12 @@ class OptionalHooks(Protocol):
         stream)`` (the runtime's caching allocator; called once, at selection). Fallback: the
         backend allocates only through :meth:`Memory.malloc`, so nothing needs routing."""
 
-    def raw_graph_launcher(self, executable: Any, stream: NativeStream) -> Callable[[], Any]:
-        """A zero-argument callable doing only the native launch of ``executable`` on
-        ``stream`` (the benchmark's peer of ``Graph.replay``). Fallback: no raw peer to
-        measure."""
+    def raw_graph_launchers(self, executable: Any,
+                            stream: NativeStream) -> dict[str, Callable[[], Any]]:
+        """``{binding: launch}``: zero-argument callables doing only the native launch of
+        ``executable`` on ``stream`` through each native binding the backend can use, the one
+        ``Graph.replay`` uses first (the benchmark's peers of ``Graph.replay``). Fallback: no
+        raw peer to measure."""
 
 
 #: The hook names of :class:`OptionalHooks`.

@@ -1,7 +1,7 @@
 """The benchmark suite behind ``python -m tensorplay bench`` (the top floor of the package).
 
 It uses tensorplay's public API, plus two things below it, each in one place: the backend's
-declared benchmark hook ``raw_graph_launcher`` (:func:`.peers.raw_graph_launcher`) and, in
+declared benchmark hook ``raw_graph_launchers`` (:func:`.peers.raw_graph_launchers`) and, in
 :mod:`.solvers` and :mod:`.controlflow`, the fused-kernel machinery their loop bodies are built
 from.
 

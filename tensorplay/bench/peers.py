@@ -55,9 +55,8 @@ def replay_peers(graph, stream):
     """Raw cudaGraphLaunch of tensorplay's own executable, torch and CuPy graphs of one kernel."""
     if not _gpu():
         return
-    launch = raw_graph_launcher(graph, stream)
-    if launch is not None:
-        yield ("cuda-bindings cudaGraphLaunch (same graph)", launch, tp.accelerator.synchronize)
+    for binding, launch in raw_graph_launchers(graph, stream).items():
+        yield (f"{binding} cudaGraphLaunch (same graph)", launch, tp.accelerator.synchronize)
     torch = _torch_cuda()
     if torch is not None:
         yield ("torch CUDAGraph.replay()", *_torch_add_graph(torch, 1, 16))
@@ -66,16 +65,17 @@ def replay_peers(graph, stream):
         yield ("CuPy Graph.launch()", *_cupy_add_graph(cupy, 1, 16))
 
 
-def raw_graph_launcher(graph, stream):
-    """A zero-argument callable doing only the native launch of ``graph``'s executable on
-    ``stream`` (on cuda a bare ``cudaGraphLaunch``), the floor ``Graph.replay`` is measured
-    against; None when the backend offers no such launcher.
+def raw_graph_launchers(graph, stream) -> dict:
+    """``{binding: launch}``: zero-argument callables doing only the native launch of
+    ``graph``'s executable on ``stream`` (on cuda a bare ``cudaGraphLaunch`` through each binding,
+    the one ``Graph.replay`` uses first), the floor ``Graph.replay`` is measured against; empty
+    when the backend offers no such launcher.
 
     The one place the bench reaches native handles: the backend's declared optional hook
-    ``raw_graph_launcher(executable, stream)``, given the native executable and stream behind
+    ``raw_graph_launchers(executable, stream)``, given the native executable and stream behind
     the public ``Graph`` and ``Stream`` (its documented fallback: no raw peer to measure)."""
-    launcher = hook(accelerator_backend(), "raw_graph_launcher")
-    return None if launcher is None else launcher(graph._exec, stream._native)
+    launchers = hook(accelerator_backend(), "raw_graph_launchers")
+    return {} if launchers is None else launchers(graph._exec, stream._native)
 
 
 def _torch_add_graph(torch, count: int, size: int):

@@ -84,14 +84,16 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
         TypeError: ``approximate`` not a str. RuntimeError: ``approximate`` other than "none"
             or "tanh"; a bool/integer/complex input.
     """
+    if type(input) is Tensor and input._dtype.is_floating_point and (
+            approximate == "none" or approximate == "tanh"):
+        return _activations.gelu(input, approximate)
+    if not isinstance(approximate, str):
+        raise TypeError(f"gelu(): argument 'approximate' must be str, not "
+                        f"{type(approximate).__name__}")
     if approximate != "none" and approximate != "tanh":
-        if not isinstance(approximate, str):
-            raise TypeError(f"gelu(): argument 'approximate' must be str, not "
-                            f"{type(approximate).__name__}")
         raise RuntimeError(f"approximate argument must be either none or tanh, got "
                            f"{approximate!r}")
-    if not (isinstance(input, Tensor) and input._dtype.is_floating_point):
-        _floating("gelu", _tensor(input, "gelu", "input", 1))   # raises
+    _floating("gelu", _tensor(input, "gelu", "input", 1))   # a subclass passes
     return _activations.gelu(input, approximate)
 
 

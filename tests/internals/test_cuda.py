@@ -21,6 +21,7 @@ import cupy  # noqa: E402
 from cuda.bindings import runtime  # noqa: E402
 
 from tensorplay import _dtype  # noqa: E402
+from tensorplay.backends import cuda as cuda_backend  # noqa: E402
 from tensorplay.backends.cuda import (CudaEvent, CudaExecutable, CudaGraph,  # noqa: E402
                                       CudaStream, _cupy_bridge, _graphs, _runtime)
 
@@ -536,13 +537,18 @@ def test_graph_outlives_owner_release_until_its_executable_goes(backend, make):
         backend.stage_and_launch(executable, stream, [(1, 2, 3)])
 
 
-def test_launcher_binds_graph_launch_once(backend, make):
+def test_launcher_binds_graph_launch_once(backend, make, monkeypatch):
     stream = backend.create_stream(0, 0)
     static, out = make(256, np.float32, 3), make(256, np.float32, 0)
     executable, graph = _doubling_graph(backend, stream, static, out)
-    launch, ok, failed = backend.launcher(executable)
-    assert launch(backend.stream_handle(stream))[0] is ok
+    launch, failed = backend.launcher(executable)
+    assert launch(backend.stream_handle(stream)) is None
     assert host(backend, stream, out)[0] == 6
+    monkeypatch.setattr(cuda_backend, "_cupy_graph_launch", None)   # a CuPy without the binding
+    fallback, _ = backend.launcher(executable)
+    assert fallback(backend.stream_handle(stream)) is None
+    assert host(backend, stream, out)[0] == 12
+    monkeypatch.undo()
     backend.stage_and_launch(executable, stream, [(backend.array_ptr(static),
                                                    backend.array_ptr(out), 1024)])
     assert executable.stage_in.enabled and not executable.stage_out.enabled
@@ -551,7 +557,9 @@ def test_launcher_binds_graph_launch_once(backend, make):
     assert not executable.stage_in.enabled and executable.stage_out.enabled
     backend.unstage(executable)
     assert not executable.stage_in.enabled and not executable.stage_out.enabled
-    failed((ok,), stream)                       # a success that lost its identity: no error
+    refusal = cupy.cuda.runtime.CUDARuntimeError(int(runtime.cudaError_t.cudaErrorInvalidValue))
     with pytest.raises(RuntimeError, match="cudaGraphLaunch failed: cudaErrorInvalidValue"):
-        failed((runtime.cudaError_t.cudaErrorInvalidValue,), stream)
+        failed(refusal, stream)
+    with pytest.raises(KeyError, match="not the binding's"):   # anything else: raised as it is
+        failed(KeyError("not the binding's"), stream)
     backend.graph_destroy(graph, executable)

@@ -71,6 +71,8 @@ else:
     from ._streams import CudaEvent, CudaStream
 
     _graph_launch = runtime.cudaGraphLaunch
+    _cupy_graph_launch = getattr(cupy.cuda.runtime, "graphLaunch", None)
+    _CupyRuntimeError: Any = getattr(cupy.cuda.runtime, "CUDARuntimeError", RuntimeError)
     _memcpy_async = runtime.cudaMemcpyAsync
     _current_cupy_stream = cupy.cuda.get_current_stream
     _D2D = runtime.cudaMemcpyKind.cudaMemcpyDeviceToDevice
@@ -78,6 +80,14 @@ else:
     _DEVICE_MEMORY = runtime.cudaMemoryType.cudaMemoryTypeDevice
     _MAX_COPIES = _kernels.MAX_COPIES
     _DESTROYED = object()   # an executable's handle after destroy: cuda-bindings rejects it
+
+    def _graph_launch_failed(error: BaseException, stream: CudaStream) -> None:
+        """Raise tensorplay's error for CuPy's refusal of a replay's cudaGraphLaunch
+        (:meth:`CudaBackend.launcher`); any other exception is raised as it is."""
+        status = getattr(error, "status", None)
+        if isinstance(error, _CupyRuntimeError) and isinstance(status, int):
+            raise_error(runtime.cudaError_t(status), "cudaGraphLaunch")
+        raise error
 
 
 class CudaBackend:
@@ -411,14 +421,23 @@ class CudaBackend:
             raise_error(err, "cudaGraphLaunch")
 
     def launcher(self, executable: CudaExecutable):
-        """``(launch, ok, failed)``: ``launch(stream_handle)`` is cudaGraphLaunch bound to the
-        executable (a C-level partial: no Python frame of ours on the replay path)."""
-        def failed(result, stream) -> None:
-            raise_error(result[0], "cudaGraphLaunch")
-        return functools.partial(_graph_launch, executable.handle), SUCCESS, failed
+        """``(launch, failed)``: ``launch(stream_handle)`` is cudaGraphLaunch bound to the
+        executable's integer handle. Through CuPy's Cython binding it is a C-level partial (no
+        Python frame of ours on the replay path; a refusal raises CuPy's CUDARuntimeError,
+        which ``failed`` turns into ours); cuda-bindings' (slower: it builds a result tuple
+        and an enum per call) serves a CuPy without ``runtime.graphLaunch``."""
+        handle = int(executable.handle)
+        if _cupy_graph_launch is not None:
+            return functools.partial(_cupy_graph_launch, handle), _graph_launch_failed
 
-    def stream_handle(self, stream: CudaStream):
-        return stream.handle
+        def launch(stream_handle: int) -> None:
+            err = _graph_launch(handle, stream_handle)[0]
+            if err is not SUCCESS:
+                raise_error(err, "cudaGraphLaunch")
+        return launch, _graph_launch_failed
+
+    def stream_handle(self, stream: CudaStream) -> int:
+        return int(stream.handle)
 
     def unstage(self, executable: CudaExecutable) -> None:
         executable.stage_in.disable()
@@ -506,10 +525,16 @@ class CudaBackend:
         runtime's caching allocator, handed in at selection): :mod:`._cupy_bridge`."""
         _cupy_bridge.use_allocator(allocator_of)
 
-    def raw_graph_launcher(self, executable: CudaExecutable, stream: CudaStream):
-        """A zero-argument bare ``cudaGraphLaunch(executable, stream)`` (a C-level partial), the
-        benchmark's peer of ``Graph.replay``; it checks nothing and stages nothing."""
-        return functools.partial(_graph_launch, executable.handle, stream.handle)
+    def raw_graph_launchers(self, executable: CudaExecutable, stream: CudaStream):
+        """Bare ``cudaGraphLaunch(executable, stream)`` calls (C-level partials) through CuPy's
+        binding (the one ``Graph.replay`` uses) and cuda-bindings', the benchmark's peers of
+        ``Graph.replay``; they check nothing and stage nothing."""
+        handle, stream_handle = int(executable.handle), int(stream.handle)
+        launchers = {}
+        if _cupy_graph_launch is not None:
+            launchers["CuPy"] = functools.partial(_cupy_graph_launch, handle, stream_handle)
+        launchers["cuda-bindings"] = functools.partial(_graph_launch, handle, stream_handle)
+        return launchers
 
     def elementwise_kernel(self, op: str, compute, kinds: str, out):
         """A launcher ``fn(*operands, out_array)`` of one cached raw kernel for an elementwise

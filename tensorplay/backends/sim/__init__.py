@@ -74,9 +74,6 @@ _QUEUE_DEPTH = 1024     # items a stream queues before a launch waits for room, 
 _ids = itertools.count()
 
 
-_LAUNCHED = (None,)
-
-
 def _queue_item(item: Any) -> Any:
     """What a stream queues for ``item``: a kernel or host copy over owner-less arrays."""
     kind = type(item)
@@ -89,8 +86,9 @@ def _queue_item(item: Any) -> Any:
     return item
 
 
-def _never_fails(result, stream) -> None:
-    raise AssertionError(f"sim graph launch reported {result!r} on {stream!r}")
+def _raise_as_is(error: BaseException, stream) -> None:
+    """A sim launch raises tensorplay's own errors: they pass through ``Graph.replay``."""
+    raise error
 
 
 class SimStream:
@@ -572,8 +570,7 @@ class SimBackend(SimMemory[_Device]):
     def launcher(self, executable: SimExecutable):
         def launch(stream: SimStream):
             self._submit(stream, [self._launch_node(executable)])
-            return _LAUNCHED
-        return launch, None, _never_fails
+        return launch, _raise_as_is
 
     def stream_handle(self, stream: SimStream) -> SimStream:
         return stream

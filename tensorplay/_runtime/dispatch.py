@@ -141,15 +141,22 @@ def launch(device: _device_cls, kernel: Callable[[], None]) -> None:
     try:
         if device.type == "cpu":
             kernel()
-            return
-        index = device.index
-        try:
-            stream = _thread.native[index]
-        except KeyError:
-            stream = _state.current_native_stream(index)
-        _selection.accelerator.launch(stream, kernel)  # type: ignore[union-attr]  # as in empty
+        else:
+            launch_native(device, kernel)
     finally:
         _reset_numpy_errors(token)
+
+
+def launch_native(device: _device_cls, kernel: Callable[[], None]) -> None:
+    """:func:`launch` on an accelerator ``device`` for a kernel that touches no NumPy (a
+    backend's own launcher over arrays, as the elementwise plans' ``fast`` kernels): no warning
+    state to set, so none is set (the eager hot path)."""
+    index = device.index
+    try:
+        stream = _thread.native[index]
+    except KeyError:
+        stream = _state.current_native_stream(index)
+    _selection.accelerator.launch(stream, kernel)  # type: ignore[union-attr]  # as in empty
     if body_watchers:
         watcher = body_watchers.get(stream)
         if watcher is not None:

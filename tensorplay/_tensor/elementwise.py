@@ -151,7 +151,7 @@ class _Plan:
     __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
                  "mixed", "ufunc", "kwargs", "fast", "check_divisor", "xp",
                  "formula", "attrs", "scalar_type", "arrays_only", "native", "plain_operands",
-                 "round_to", "out_layout")
+                 "round_to", "out_layout", "launch")
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
     tp_arguments_only = True
@@ -271,6 +271,9 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
             plan.scalar_type = result.numpy.type
     elif not plan.mixed and arrays_match and not extra_kwargs and type(ufunc_name) is str:
         plan.fast = _backend_kernel(device, op, compute, kinds, operands, shape, out, result)
+    # a backend's own launcher over arrays only touches no NumPy: nothing to silence
+    plan.launch = _dispatch.launch_native if plan.fast is not None and plan.arrays_only and \
+        not callable(native) else _dispatch.launch
     return plan
 
 
@@ -370,7 +373,7 @@ def _execute(plan: _Plan, operands, out):
     kernel.__name__ = plan.op   # _dispatch.named, inlined: the eager hot path
     if plan.attrs is not None:
         kernel.tp_attrs = plan.attrs
-    _dispatch.launch(device, kernel)
+    plan.launch(device, kernel)
     return out
 
 

@@ -92,7 +92,7 @@ class _ProductPlan:
     """What a product over one pair of operand signatures decides before it launches (as Note
     [elementwise plans] in ``elementwise.py``)."""
 
-    __slots__ = ("op", "device", "shape", "dtype", "precision", "matmul")
+    __slots__ = ("op", "device", "shape", "dtype", "precision", "matmul", "attrs", "launch")
 
 
 _plans: dict = {}
@@ -110,6 +110,9 @@ def _plan_product(op: str, a: Tensor, b: Tensor, shape) -> _ProductPlan:
             f"implemented for integer types); multiply floating tensors, or on cpu")
     plan.precision = _precision if a.dtype is _dtype.float32 else "highest"
     plan.matmul = _dispatch.matmul_of(plan.device)
+    plan.attrs = {"shape": plan.shape}
+    # an accelerator's product (its own, or its array library's) touches no NumPy at launch
+    plan.launch = _dispatch.launch if plan.device.type == "cpu" else _dispatch.launch_native
     return plan
 
 
@@ -119,7 +122,8 @@ def _launch_matmul(op: str, a: Tensor, b: Tensor, shape, plan=None) -> Tensor:
     device = plan.device
     out = _dispatch.empty(device, plan.shape, plan.dtype)
     kernel = functools.partial(plan.matmul, a._data, b._data, out, plan.precision)
-    _dispatch.launch(device, _dispatch.named(op, kernel, shape=plan.shape))
+    kernel.__name__, kernel.tp_attrs = op, plan.attrs   # _dispatch.named, inlined
+    plan.launch(device, kernel)
     return Tensor._make(out, device, plan.dtype)
 
 

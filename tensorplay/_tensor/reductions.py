@@ -23,7 +23,7 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
 from . import elementwise as _ops
-from .tensor import Tensor, _normalize_dim
+from .tensor import Tensor, _normalize_dim, layout_of
 
 __all__ = ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "all", "any",
            "std", "var", "norm", "logsumexp", "cumsum", "cumprod", "count_nonzero", "sort",
@@ -190,7 +190,7 @@ class _SumPlan:
     and, for a small whole-tensor sum on a backend that has one, its one-launch kernel."""
 
     __slots__ = ("op", "device", "shape", "result", "reduce", "axis", "keepdim", "acc", "fast",
-                 "into_out")
+                 "into_out", "attrs", "launch")
 
 
 _sum_plans: dict = {}
@@ -199,8 +199,7 @@ _sum_plans: dict = {}
 def _sum_like(op: str, tensor, dim, keepdim, dtype, reducer: str) -> Tensor:
     if type(tensor) is Tensor and tensor._guard is None and type(dim) is not list:
         data = tensor._data
-        key = (op, tensor._dtype, id(tensor._device), data.shape, data.strides, dim, keepdim,
-               dtype)
+        key = (op, tensor._layout or layout_of(tensor), dim, keepdim, dtype)
         plan = _sum_plans.get(key)
         if plan is None:
             plan = _sum_plan(op, tensor, dim, keepdim, dtype, reducer)
@@ -218,7 +217,8 @@ def _sum_like(op: str, tensor, dim, keepdim, dtype, reducer: str) -> Tensor:
     else:
         kernel = functools.partial(_reduce_into, plan.reduce, data, plan.axis, plan.keepdim,
                                    plan.acc, out)
-    _dispatch.launch(device, _dispatch.named(op, kernel, shape=plan.shape))
+    kernel.__name__, kernel.tp_attrs = op, plan.attrs   # _dispatch.named, inlined
+    plan.launch(device, kernel)
     return Tensor._make(out, device, result)
 
 
@@ -248,6 +248,9 @@ def _sum_plan(op: str, tensor, dim, keepdim, dtype, reducer: str) -> _SumPlan:
             tensor.is_contiguous() and 0 < tensor.numel() <= hook.limit:
         plan.fast = hook(plan.acc if tensor.dtype.numpy == plan.acc else tensor.dtype.numpy,
                          plan.result.numpy)
+    plan.attrs = {"shape": plan.shape}
+    # the backend's own sum kernel touches no NumPy: nothing to silence
+    plan.launch = _dispatch.launch if plan.fast is None else _dispatch.launch_native
     return plan
 
 

@@ -411,11 +411,18 @@ class CudaBackend:
         self._launch_now(executable, stream)
 
     def _launch_now(self, executable: CudaExecutable, stream: CudaStream) -> None:
-        """cudaGraphLaunch as the executable's staging node stands."""
+        """cudaGraphLaunch as the executable's staging node stands (CuPy's binding where
+        there is one: :meth:`launcher`)."""
         try:
+            if _cupy_graph_launch is not None:
+                _cupy_graph_launch(executable.ptr, stream.ptr)
+                return
             err = _graph_launch(executable.handle, stream.handle)[0]
         except (TypeError, AttributeError):
             self._bad_launch(executable, stream)
+            raise
+        except _CupyRuntimeError as error:
+            _graph_launch_failed(error, stream)   # raises
             raise
         if err is not SUCCESS:
             raise_error(err, "cudaGraphLaunch")
@@ -426,7 +433,7 @@ class CudaBackend:
         Python frame of ours on the replay path; a refusal raises CuPy's CUDARuntimeError,
         which ``failed`` turns into ours); cuda-bindings' (slower: it builds a result tuple
         and an enum per call) serves a CuPy without ``runtime.graphLaunch``."""
-        handle = int(executable.handle)
+        handle = executable.ptr
         if _cupy_graph_launch is not None:
             return functools.partial(_cupy_graph_launch, handle), _graph_launch_failed
 
@@ -437,7 +444,7 @@ class CudaBackend:
         return launch, _graph_launch_failed
 
     def stream_handle(self, stream: CudaStream) -> int:
-        return int(stream.handle)
+        return stream.ptr
 
     def unstage(self, executable: CudaExecutable) -> None:
         executable.stage_in.disable()
@@ -529,7 +536,7 @@ class CudaBackend:
         """Bare ``cudaGraphLaunch(executable, stream)`` calls (C-level partials) through CuPy's
         binding (the one ``Graph.replay`` uses) and cuda-bindings', the benchmark's peers of
         ``Graph.replay``; they check nothing and stage nothing."""
-        handle, stream_handle = int(executable.handle), int(stream.handle)
+        handle, stream_handle = executable.ptr, stream.ptr
         launchers = {}
         if _cupy_graph_launch is not None:
             launchers["CuPy"] = functools.partial(_cupy_graph_launch, handle, stream_handle)

@@ -103,10 +103,12 @@ class CudaExecutable:
     """An instantiated graph (``cudaGraphExec_t``), the graph it came from and its staging
     nodes."""
 
-    __slots__ = ("handle", "device_index", "stage_in", "stage_out", "source", "destroyed")
+    __slots__ = ("handle", "ptr", "device_index", "stage_in", "stage_out", "source",
+                 "destroyed")
 
     def __init__(self, handle, device_index: int, source: CudaGraph):
         self.handle = handle
+        self.ptr: int | None = int(handle)   # for CuPy's binding; None once destroyed
         self.device_index = device_index
         self.source = source
         self.stage_in, self.stage_out = source.stage_in, source.stage_out
@@ -141,6 +143,7 @@ def destroy_executable(executable: CudaExecutable, handle_after) -> None:
     # nothing to disable on a destroyed executable
     executable.stage_in.enabled = executable.stage_out.enabled = False
     handle, executable.handle = executable.handle, handle_after
+    executable.ptr = None   # CuPy's binding rejects None: no launch of a freed handle
     try:
         check(runtime.cudaGraphExecDestroy(handle), "cudaGraphExecDestroy")
     finally:

@@ -277,6 +277,9 @@ class Allocation:
                 f"device_index={self.device_index}, {state})")
 
 
+_new_allocation = object.__new__
+
+
 class _Held:
     """``with allocator._held:`` holds the lock; leaving applies handed-over frees (and, for
     ``_held_releasing``, releases dead pools' free segments)."""
@@ -445,7 +448,13 @@ class CachingAllocator:
                         lock.release()
                         if self._handoffs:
                             self._pick_up_handoffs()
-                return Allocation(block.ptr, nbytes, block.size, self._index, self, block)
+                # Allocation(block.ptr, nbytes, block.size, self._index, self, block) without
+                # the __init__ frame (the eager hot path)
+                allocation = _new_allocation(Allocation)
+                allocation.ptr, allocation.nbytes, allocation.size = block.ptr, nbytes, block.size
+                allocation.device_index, allocation._allocator = self._index, self
+                allocation._cell = [block]
+                return allocation
             lock.release()
         nbytes = _check_nbytes(nbytes)
         if nbytes == 0:

@@ -590,10 +590,11 @@ class Graph:
             raise RuntimeError("replay: nothing captured yet (capture first, or after reset())")
         if stream is None:
             stream = _streams.current_stream(self._device_index)
+            handle = stream._handle
         else:
             try:   # free unless it raises: the type is checked only on the way out
-                same_device = stream.device_index == self._device_index and \
-                    stream._handle is not None
+                handle = stream._handle
+                same_device = stream.device_index == self._device_index
             except AttributeError:
                 same_device = False
             if not same_device:
@@ -602,7 +603,7 @@ class Graph:
             self._backend.unstage(self._exec)
             self._staged = False
         try:
-            launch(stream._handle)
+            launch(handle)
         except Exception as error:
             self._launch_failed(error, stream._native)
         if _body_watchers:   # replayed inside a while body: Note [write records]

@@ -12,6 +12,8 @@ import time
 
 import numpy as np
 
+from tensorplay.bench.timing import timed_loops
+
 N = 3000
 
 
@@ -31,18 +33,8 @@ def per_call(fn, sync, n=N, repeats=5):
 
 def host_per_call(fn, sync, calls=200, repeats=25):
     """Best host cost per call of ``fn`` over ``repeats`` loops of ``calls`` issued after a
-    sync (the clock stops before the loop's own sync)."""
-    for _ in range(calls):
-        fn()
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / calls)
-        sync()
-    return best * 1e6
+    sync (the clock stops before the loop's own sync: ``bench.timing.timed_loops``)."""
+    return min(timed_loops(fn, sync, calls, repeats, 1)[0])
 
 
 def report(name, us):

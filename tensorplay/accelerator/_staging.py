@@ -44,6 +44,9 @@ def _check_copyable(index: int, static: Tensor, fresh) -> None:
                          f"copied into static_inputs[{index}] of shape {static.shape}")
 
 
+_SEQUENCES = (list, tuple)
+
+
 def _check_sequence(name: str, value) -> None:
     if isinstance(value, (list, tuple)):
         return
@@ -101,8 +104,9 @@ def plan_staging(static_inputs, inputs, device_index: int, backend, plan=None, w
         TypeError: a sequence is not a list or tuple, or an element is not a Tensor.
         ValueError: the sequences differ in length, or a pair is not copyable (naming it).
     """
-    _check_sequence("static_inputs", static_inputs)
-    _check_sequence("inputs", inputs)
+    if type(static_inputs) not in _SEQUENCES or type(inputs) not in _SEQUENCES:
+        _check_sequence("static_inputs", static_inputs)
+        _check_sequence("inputs", inputs)
     if len(static_inputs) != len(inputs):
         raise ValueError(f"stage_and_launch: {len(inputs)} inputs given for "
                          f"{len(static_inputs)} static_inputs; they must match one to one")

@@ -55,6 +55,8 @@ from ._staging import plan_staging
 from . import _streams
 from ._streams import Stream, wrong_kind
 
+_thread = _state._local   # this thread's {device index: native stream}, read inline below
+
 __all__ = ["Graph", "current_capturing_graph", "graph_pool_handle", "is_current_stream_capturing"]
 
 _UNSET = "__unset__"
@@ -636,7 +638,8 @@ class Graph:
         exe = self._exec
         if exe is None:
             raise RuntimeError("stage_and_launch: nothing captured yet")
-        native = _state.current_native_stream(self._device_index)
+        native = _thread.native.get(self._device_index) or \
+            _state.current_native_stream(self._device_index)
         copies, copies_out, slow_out, self._staging_plan = plan_staging(
             static_inputs, inputs, self._device_index, self._backend, self._staging_plan,
             _write_back)

@@ -15,6 +15,7 @@ own rule: host cost per call, the fastest of several loops.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import platform
 import statistics
@@ -95,6 +96,12 @@ class Suite:
             self.add(case, "tensorplay stage_and_launch",
                      time_per_call(functools.partial(graph.stage_and_launch, statics, fresh),
                                    _sync, self.calls), inputs=count)
+            if count == 8:   # new addresses every call: the staging node is rewritten each time
+                sets = itertools.cycle([fresh, [tp.rand(256, device=self.device)
+                                                for _ in range(count)]])
+                self.add(case, "tensorplay stage_and_launch, 2 input sets in turn",
+                         time_per_call(lambda: graph.stage_and_launch(statics, next(sets)),
+                                       _sync, self.calls), inputs=count)
             for impl, fn, sync in peers.staging_peers(count):
                 self.add(case, impl, time_per_call(fn, sync, self.calls), inputs=count)
 

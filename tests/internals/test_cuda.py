@@ -383,6 +383,25 @@ def test_stage_and_launch_eight_inputs_over_100_launches(backend, make):
     backend.graph_destroy(graph, executable)
 
 
+def test_stage_and_launch_same_triplets_again_copies_the_new_contents(backend, make):
+    # the second load of the same triplets skips the parameter update: the node still copies
+    stream = backend.create_stream(0, 0)
+    static, out = make(256, np.float32, 0), make(256, np.float32, 0)
+    source = make(256, np.float32, 0)
+    executable, graph = _doubling_graph(backend, stream, static, out)
+    copies = [(backend.array_ptr(static), backend.array_ptr(source), 1024)]
+    for value in (1, 2):
+        backend.from_host(stream, source, np.full(256, value, np.float32))
+        backend.stage_and_launch(executable, stream, list(copies))
+        assert host(backend, stream, out)[0] == 2 * value
+    backend.from_host(stream, source, np.full(256, 5, np.float32))
+    backend.graph_launch(executable, stream)    # unstaged: the static keeps 2
+    assert host(backend, stream, out)[0] == 4
+    backend.stage_and_launch(executable, stream, list(copies))   # enabled again, same triplets
+    assert host(backend, stream, out)[0] == 10
+    backend.graph_destroy(graph, executable)
+
+
 def test_stage_and_launch_more_than_64_copies(backend, make):
     stream = backend.create_stream(0, 0)
     static, out = make((70, 16), np.float32, 0), make((70, 16), np.float32, 0)

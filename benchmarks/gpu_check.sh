@@ -18,7 +18,8 @@ OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 TENSORPLAY_ACCELERATOR=cuda XLA_PYTHON_CLIENT_PREALLOCATE=false PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 # nvmath-python (the matrix engine) is not installed there and nothing can be downloaded: the
 # wheel travels with the checkout in .whl/ (kept out of git) and goes into a private target.
-if ls .whl/nvmath_python-*cp312*.whl >/dev/null 2>&1; then
+# TP_WITHOUT_NVMATH=1 leaves it out (the suite as a cuda install without the matrix engine runs)
+if [ -z "${TP_WITHOUT_NVMATH:-}" ] && ls .whl/nvmath_python-*cp312*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/tp_site .whl/nvmath_python-*cp312*.whl > "$OUT/pip_nvmath.log" 2>&1 \
     && export PYTHONPATH="$PYTHONPATH:/tmp/tp_site" || echo "nvmath-python install failed"

@@ -43,6 +43,21 @@ def supports(device: str, dtype) -> bool:
     return dtype in tp.accelerator.get_device_capability(device)["supported_dtypes"]
 
 
+def products_capture(device: str) -> bool:
+    """Whether matrix products on ``device`` can be captured into a graph (cuda: only with
+    nvmath-python)."""
+    if tp.device(device).type == "cpu":
+        return True   # nothing is captured on the host: tensorplay.compile runs eagerly there
+    return tp.accelerator.get_device_capability(device)["matmul_in_capture"]
+
+
+def requires_captured_products(device: str) -> None:
+    """Skip the calling test unless products on ``device`` can be captured."""
+    if not products_capture(device):
+        pytest.skip(f"matrix products on {device} cannot be captured here (cuda needs "
+                    f"nvmath-python)")
+
+
 def to_numpy(tensor) -> np.ndarray:
     return tensor.cpu().numpy()
 

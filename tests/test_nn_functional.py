@@ -15,7 +15,8 @@ import pytest
 
 import tensorplay as tp
 import tensorplay.nn.functional as F
-from support import accelerator_device, requires_accelerator, supports, to_numpy
+from support import (accelerator_device, requires_accelerator,
+                     requires_captured_products, supports, to_numpy)
 
 RNG = np.random.default_rng(2026)
 HALF = [tp.float16, tp.bfloat16]
@@ -594,6 +595,7 @@ def test_capture_safe_functions_replay_like_eager():
 @requires_accelerator
 def test_a_model_with_linear_replays_like_eager():
     dev = accelerator_device(0)
+    requires_captured_products(dev)
     params = [on(dev, data(8, 6)), on(dev, data(8)), on(dev, data(4, 8)),
               on(dev, data(8, low=0.5, high=2)), on(dev, data(8))]
     _check_replays(_model, params, (5, 6))

@@ -7,7 +7,8 @@ import pytest
 
 import tensorplay as tp
 from tensorplay._tensor.linalg import fused_matmul, linear
-from support import accelerator_device, requires_accelerator, supports, to_numpy
+from support import (accelerator_device, products_capture, requires_accelerator,
+                     requires_captured_products, supports, to_numpy)
 
 
 def data(*shape, seed=0, dtype=np.float32):
@@ -202,6 +203,7 @@ def dev():
                                     ((4, 33, 65), (65, 17), True, True), ((5,), (5, 7), False,
                                                                           False)])
 def test_matmul_in_a_captured_graph(dev, layout, dtype):
+    requires_captured_products(dev)
     a_shape, b_shape, ta, tb = layout
     ha, hb = data(*a_shape, dtype=dtype.numpy), data(*b_shape, seed=1, dtype=dtype.numpy)
     a, b = _operand(np.zeros_like(ha), ta, dev), _operand(hb, tb, dev)
@@ -215,6 +217,23 @@ def test_matmul_in_a_captured_graph(dev, layout, dtype):
     a.copy_(_operand(2 * ha, ta, dev))
     g.replay()
     close(y, 2 * expected, dtype.numpy)
+
+
+@requires_accelerator
+def test_a_product_that_cannot_be_captured_says_why_and_leaves_the_device_usable(dev):
+    if products_capture(dev):
+        pytest.skip(f"matrix products on {dev} can be captured (the case of a cuda install "
+                    f"without nvmath-python)")
+    a = tp.tensor(data(16, 16, dtype=np.float64), device=dev)
+    g = tp.accelerator.Graph()
+    with pytest.raises(RuntimeError, match="cannot be captured.*nvmath-python"):
+        with g:
+            a @ a
+    np.testing.assert_allclose(to_numpy(a @ a), to_numpy(a) @ to_numpy(a), rtol=1e-12)
+    with g:   # the graph captures again, without the product
+        b = a + 1
+    g.replay()
+    np.testing.assert_array_equal(to_numpy(b), to_numpy(a) + 1)
 
 
 @requires_accelerator

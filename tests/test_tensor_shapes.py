@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from support import requires_accelerator, accelerator_device, to_numpy
+from support import (accelerator_device, requires_accelerator,
+                     requires_captured_products, to_numpy)
 
 
 def make(device, *shape, dtype=np.float32, seed=0):
@@ -477,6 +478,7 @@ def test_as_strided_errors(device):
 @requires_accelerator
 def test_every_function_replays_in_a_captured_graph():
     dev = accelerator_device(0)
+    requires_captured_products(dev)
     rng = np.random.default_rng(3)
     host_a = rng.standard_normal((3, 3)).astype(np.float32)
     host_b = rng.standard_normal((3, 3)).astype(np.float32)

@@ -77,7 +77,10 @@ def get_device_capability(device=None) -> dict[str, Any]:
     """Capability map of an accelerator device.
 
     The map has ``supported_dtypes``, the set of tensorplay dtypes that can be allocated (and
-    computed with) on the device, plus backend facts such as ``name`` and ``total_memory``.
+    computed with) on the device; ``matmul_in_capture``, whether floating-point matrix products
+    can be captured into a graph (on cuda only with nvmath-python installed: without it a
+    product inside a capture raises a RuntimeError saying so); plus backend facts such as
+    ``name`` and ``total_memory``.
     """
     index = _device.resolve_accelerator_index(device)
     return dict(require_accelerator().device_capability(index))

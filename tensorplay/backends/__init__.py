@@ -87,8 +87,10 @@ class Devices(Protocol):
         """Number of devices; 0 when none is visible."""
 
     def device_capability(self, index: int) -> dict[str, Any]:
-        """Capability map: at least ``name``, ``total_memory`` (bytes) and ``supported_dtypes``
-        (a frozenset of tensorplay dtypes this backend can allocate *and* compute with)."""
+        """Capability map: at least ``name``, ``total_memory`` (bytes), ``supported_dtypes``
+        (a frozenset of tensorplay dtypes this backend can allocate *and* compute with) and
+        ``matmul_in_capture`` (whether matrix products of floating dtypes can be captured into
+        a graph; where not, a product inside a capture raises an error saying why)."""
 
     def set_device(self, index: int) -> None:
         """Make ``index`` the native current device of the calling thread."""

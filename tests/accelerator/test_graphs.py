@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from support import DEVICE_COUNT, accelerator_device, requires_accelerator, requires_devices, \
-    to_numpy
+from support import DEVICE_COUNT, accelerator_device, requires_accelerator, \
+    requires_captured_products, requires_devices, to_numpy
 
 pytestmark = requires_accelerator
 Graph = tp.accelerator.Graph
@@ -68,6 +68,7 @@ def test_each_replay_runs_the_work_once(dev):
 
 
 def test_graph_replay_equals_eager_for_many_ops(dev):
+    requires_captured_products(dev)
     rng = np.random.default_rng(0)
     host_a = rng.standard_normal((4, 6)).astype(np.float32)
     host_b = rng.standard_normal((6, 3)).astype(np.float32)

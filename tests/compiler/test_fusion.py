@@ -10,7 +10,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay._tensor.linalg import linear
-from support import to_numpy
+from support import requires_captured_products, to_numpy
 
 ACTIVATIONS = {
     "relu": tp.relu, "gelu": tp.gelu, "silu": tp.silu,
@@ -63,6 +63,7 @@ def test_mlp_layers_are_fused_and_equal_eager(device, activation):
 
 @pytest.mark.parametrize("dtype", [tp.float16, tp.float64])
 def test_other_dtypes(device, dtype):
+    requires_captured_products(device)
     ws, bs = params(device, dtype=dtype)
 
     def mlp(x):

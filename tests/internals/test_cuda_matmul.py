@@ -19,6 +19,11 @@ from tensorplay.backends.cuda import _matmul, _skinny  # noqa: E402
 
 HALF = {np.float16: np.float16, "bfloat16": ml_dtypes.bfloat16}
 
+#: cuBLASLt itself (without nvmath-python the products go through CuPy and cannot be captured:
+#: test_without_nvmath_* checks that path with cuBLASLt patched out)
+needs_cublaslt = pytest.mark.skipif(not _matmul.available(),
+                                    reason="nvmath-python (cuBLASLt) is not installed")
+
 
 def _host(shape, dtype, seed=0):
     return np.random.default_rng(seed).standard_normal(shape).astype(dtype)
@@ -35,6 +40,7 @@ def clean():
     _BACKEND.set_current_stream(_BACKEND.default_stream(0))
 
 
+@needs_cublaslt
 def test_engine_is_cublaslt_and_reported():
     assert _matmul.available(), _matmul.ENGINE
     assert _BACKEND.matrix_engine.startswith("cuBLASLt")
@@ -67,6 +73,7 @@ def test_transposed_weight_takes_no_copy_and_strided_out_is_written():
     np.testing.assert_allclose(out.get(), x.get() @ w.get().T, rtol=1e-4, atol=1e-4)
 
 
+@needs_cublaslt
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex64])
 def test_products_inside_a_raw_capture_replay(dtype):
     ha, hb = _host((3, 6, 40), dtype), _host((40, 24), dtype, 1)
@@ -109,6 +116,15 @@ def test_without_nvmath_eager_products_and_epilogues_go_through_cupy(monkeypatch
     np.testing.assert_allclose(out.get().astype(np.float64),
                                np.maximum(wide + hbias.astype(np.float64), 0),
                                rtol=tol, atol=tol * 4)
+    # a product into out= is remembered: the same operands go straight to CuPy next time
+    product = cupy.empty((16, 24), dtype)
+    for _ in range(2):
+        product.fill(0)
+        _BACKEND.matmul(cupy.asarray(ha), cupy.asarray(hb), product)
+        np.testing.assert_allclose(product.get().astype(np.float64), wide, rtol=tol,
+                                   atol=tol * 4)
+    assert any(getattr(plan, "func", None) is _matmul._cupy_product
+               for plan in _matmul._direct.values())
 
 
 _ACTIVATIONS = {None: lambda x: x, "relu": lambda x: np.maximum(x, 0), "gelu_tanh": _gelu_tanh,
@@ -152,6 +168,7 @@ def test_products_the_skinny_kernels_do_not_take_are_still_right():
         np.testing.assert_allclose(out.get(), want, rtol=1e-5, atol=1e-5)
 
 
+@needs_cublaslt
 def test_skinny_products_inside_a_raw_capture_replay():
     hx = _host((8, 64), np.float32)
     x = cupy.zeros((8, 64), np.float32)

@@ -153,6 +153,7 @@ class CudaBackend:
                 if supported is None:
                     supported = self._supported[index] = self._probe_dtypes(index)
         capability["supported_dtypes"] = supported
+        capability["matmul_in_capture"] = _matmul.available()   # cuBLASLt; CuPy's cuBLAS refuses
         return capability
 
     def _probe_dtypes(self, index: int) -> frozenset:

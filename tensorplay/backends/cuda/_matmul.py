@@ -30,6 +30,7 @@ and a clear ``RuntimeError`` while capturing. Integer and bool products use ``cu
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from typing import Any
@@ -311,7 +312,7 @@ def _product(a, b, out, precision, bias, with_bias, activation):
         direct = None
     dtype = a.dtype
     if (_lt is None and dtype != np.float32) or dtype != b.dtype or dtype not in _TYPES:
-        return _fallback(a, b, out, bias, with_bias, activation)
+        return _cupy_product(with_bias, activation, a, b, bias, out, direct)
     a2, b2 = _matrix_view(a, True), _matrix_view(b, False)
     m, k, n = a2.shape[-2], a2.shape[-1], b2.shape[-1]
     if b2.shape[-2] != k:
@@ -342,7 +343,7 @@ def _product(a, b, out, precision, bias, with_bias, activation):
         launch(a2, b2, bias, result)
         plan = launch if a.ndim == 2 and b.ndim == 2 else None
     elif _lt is None:
-        return _fallback(a, b, out, bias, with_bias, activation)
+        return _cupy_product(with_bias, activation, a, b, bias, out, direct)
     elif activation not in _LT_ACTIVATIONS:   # the BIAS epilogue, then the activation's kernel
         _gemm(a2, b2, result, batch_shape, dtype, precision, bias, with_bias, None)
         _finish_epilogue(result, None, True, activation)
@@ -351,16 +352,28 @@ def _product(a, b, out, precision, bias, with_bias, activation):
         plan = _gemm(a2, b2, result, batch_shape, dtype, precision, bias, with_bias,
                      activation)
     if plan is not None and direct is not None:
-        with _lock:
-            if len(_direct) >= 4096:
-                _direct.pop(next(iter(_direct)))
-            _direct[direct] = plan
+        _remember_direct(direct, plan)
     if result.data.ptr != out.data.ptr:
         out[...] = result.reshape(out.shape)
     return out
 
 
-_direct: dict[tuple, Any] = {}   # a _Plan, or a skinny launcher
+_direct: dict[tuple, Any] = {}   # a _Plan, or a launcher(a, b, bias, out): skinny or CuPy's
+
+
+def _remember_direct(direct: tuple, plan) -> None:
+    with _lock:
+        if len(_direct) >= 4096:
+            _direct.pop(next(iter(_direct)))
+        _direct[direct] = plan
+
+
+def _cupy_product(with_bias, activation, a, b, bias, out, direct=None):
+    """:func:`_fallback` for a product cuBLASLt does not take; with ``direct`` (the operands'
+    key, outside a capture of ours), later calls with the same key go straight here."""
+    if direct is not None:
+        _remember_direct(direct, functools.partial(_cupy_product, with_bias, activation))
+    return _fallback(a, b, out, bias, with_bias, activation)
 
 
 def _fold_rows(a):

@@ -215,7 +215,7 @@ class SimBackend(SimMemory[_Device]):
         device = self._device(index)
         return {"name": "tensorplay simulated accelerator", "total_memory": device.limit,
                 "supported_dtypes": self._supported, "compute_capability": None,
-                "multi_processor_count": 1, "backend": "sim"}
+                "multi_processor_count": 1, "backend": "sim", "matmul_in_capture": True}
 
     def set_device(self, index: int) -> None:
         """No native current device in the sim; only checks the index."""

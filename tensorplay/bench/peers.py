@@ -175,8 +175,12 @@ def _cupy_gelu(cupy):
 def _array_ops(xp, gelu, a, b, m, w, acc) -> dict:
     """The eager table's ops over arrays of the NumPy-like namespace ``xp``; ``acc`` is the
     array the in-place add writes (``acc += 1``), ``gelu`` None where the peer has none."""
+    def add_one():   # the statement a user writes, not a call of the dunder
+        nonlocal acc
+        acc += 1
+
     return {"a + b": lambda: a + b, "a.exp()": lambda: xp.exp(a),
-            "a.add_(1)": lambda: acc.__iadd__(1), "a.sum()": a.sum,
+            "a.add_(1)": add_one, "a.sum()": a.sum,
             "tp.where(m, a, b)": lambda: xp.where(m, a, b),
             "gelu(a)": (lambda: gelu(a)) if gelu is not None else None, "a @ w": lambda: a @ w}
 

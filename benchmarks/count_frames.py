@@ -35,10 +35,12 @@ def cases(device) -> dict:
     b = tp.ones(64, 64, device=device)
     w = tp.ones(64, 64, device=device)
     m = a > 0
+    data = [[1.0, 2.0], [3.0, 4.0]]
     found = {"a + b": lambda: a + b, "a.exp()": lambda: a.exp(),
              "a.add_(1)": lambda: a.add_(1), "a.sum()": lambda: a.sum(),
              "tp.where(m, a, b)": lambda: tp.where(m, a, b),
-             "gelu(a)": lambda: tp.nn.functional.gelu(a), "a @ w": lambda: a @ w}
+             "gelu(a)": lambda: tp.nn.functional.gelu(a), "a @ w": lambda: a @ w,
+             "tp.tensor(data, device=)": lambda: tp.tensor(data, device=device)}
     if device.type != "cpu":
         x = tp.zeros(16, device=device)
         graph = tp.accelerator.Graph()

@@ -10,6 +10,10 @@ Usage: ``python3 benchmarks/count_frames.py``.
 import sys
 
 import tensorplay as tp
+from eager_probe import one_kernel_graph
+
+
+KEEP: list = []   # what the graphs below write, kept while they replay
 
 
 def frames(fn) -> list[str]:
@@ -42,11 +46,8 @@ def cases(device) -> dict:
              "gelu(a)": lambda: tp.nn.functional.gelu(a), "a @ w": lambda: a @ w,
              "tp.tensor(data, device=)": lambda: tp.tensor(data, device=device)}
     if device.type != "cpu":
-        x = tp.zeros(16, device=device)
-        graph = tp.accelerator.Graph()
-        with graph:
-            x.add_(1)
-        stream = tp.accelerator.current_stream()
+        graph, stream, written = one_kernel_graph(tp, device)
+        KEEP.append(written)
         found["graph.replay(stream=s)"] = lambda: graph.replay(stream=stream)
         found["graph.replay()"] = lambda: graph.replay()
     return found

@@ -258,6 +258,16 @@ def tensorplay_parts():
     pstats.Stats(profile).sort_stats("tottime").print_stats(22)
 
 
+def one_kernel_graph(tp, device):
+    """A graph of one in-place add on 16 floats of ``device``, the current stream and
+    the captured tensor (which the caller keeps while it replays)."""
+    x = tp.zeros(16, device=device)
+    graph = tp.accelerator.Graph()
+    with graph:
+        x.add_(1)
+    return graph, tp.accelerator.current_stream(), x
+
+
 def _product_and_replay_parts(tp, dev, backend, a, w):
     """A cached 64x64 product through the backend hook and its one cublasLtMatmul; a one-kernel
     graph's replay beside cuda-bindings' and CuPy's bare cudaGraphLaunch."""
@@ -275,11 +285,7 @@ def _product_and_replay_parts(tp, dev, backend, a, w):
         pa, pw, pc = a._data.data.ptr, w._data.data.ptr, product.data.ptr
         cases["part: _matmul._run (one cublasLtMatmul)"] = lambda: _matmul._run(
             plan, 0, pw, pa, pc, None)
-    x = tp.zeros(16, device=dev)
-    graph = tp.accelerator.Graph()
-    with graph:
-        x.add_(1)
-    stream = tp.accelerator.current_stream()
+    graph, stream, _ = one_kernel_graph(tp, dev)
     # A replay's per-call total is the device's rate (about 2.7 us a graph on the H200), so the
     # replay rows time the host alone: the clock stops before the loop's sync.
     cases["replay (host): tp graph.replay(stream=s)"] = lambda: graph.replay(stream=stream)

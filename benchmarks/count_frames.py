@@ -13,9 +13,6 @@ import tensorplay as tp
 from eager_probe import one_kernel_graph
 
 
-KEEP: list = []   # what the graphs below write, kept while they replay
-
-
 def frames(fn) -> list[str]:
     """The Python functions one call of ``fn`` enters, in order (``fn`` itself left out)."""
     seen: list[str] = []
@@ -46,8 +43,7 @@ def cases(device) -> dict:
              "gelu(a)": lambda: tp.nn.functional.gelu(a), "a @ w": lambda: a @ w,
              "tp.tensor(data, device=)": lambda: tp.tensor(data, device=device)}
     if device.type != "cpu":
-        graph, stream, written = one_kernel_graph(tp, device)
-        KEEP.append(written)
+        graph, stream = one_kernel_graph(tp, device)
         found["graph.replay(stream=s)"] = lambda: graph.replay(stream=stream)
         found["graph.replay()"] = lambda: graph.replay()
     return found

@@ -4,7 +4,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay._runtime.select import selection_report
-from support import DEVICES
+from support import DEVICES, accelerator_device
 
 
 def pytest_sessionstart(session):
@@ -23,3 +23,10 @@ def pytest_sessionstart(session):
 def device(request):
     """Each device under test: ``cpu`` and the built accelerator's device 0."""
     return request.param
+
+
+@pytest.fixture
+def dev():
+    """The built accelerator's device 0, spelled as a user would (``"sim:0"``, ``"cuda:0"``).
+    Tests that take it are marked ``requires_accelerator``."""
+    return accelerator_device(0)

@@ -7,7 +7,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay._tensor.linalg import fused_matmul, linear
-from support import (accelerator_device, products_capture, requires_accelerator,
+from support import (products_capture, requires_accelerator,
                      requires_captured_products, supports, to_numpy)
 
 
@@ -191,10 +191,6 @@ def test_float32_matmul_precision_setting(device):
 
 
 # -- inside captured graphs -------------------------------------------------------------------
-@pytest.fixture
-def dev():
-    return accelerator_device()
-
 
 @requires_accelerator
 @pytest.mark.parametrize("dtype", [tp.float16, tp.float32, tp.float64])

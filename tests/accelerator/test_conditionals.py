@@ -15,10 +15,6 @@ Graph = tp.accelerator.Graph
 
 
 
-@pytest.fixture
-def dev():
-    return accelerator_device(0)
-
 
 def scalar(value, dtype, dev):
     return tp.full((1,), value, dtype=dtype, device=dev)

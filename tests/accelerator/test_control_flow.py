@@ -21,10 +21,6 @@ current_capturing_graph = tp.accelerator.graphs.current_capturing_graph
 Point = collections.namedtuple("Point", "x y")
 
 
-@pytest.fixture
-def dev():
-    return accelerator_device(0)
-
 
 @pytest.fixture(autouse=True)
 def _nothing_left_capturing():

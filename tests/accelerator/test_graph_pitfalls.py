@@ -18,10 +18,6 @@ Graph = tp.accelerator.Graph
 
 
 
-@pytest.fixture
-def dev():
-    return accelerator_device(0)
-
 
 def test_the_next_replay_overwrites_every_output(dev):
     """Surprise: an output kept from replay 1 changes at replay 2. Keep a ``clone()``."""

@@ -27,10 +27,6 @@ def _device_zero_current():
     tp.accelerator.set_device_index(0)
 
 
-@pytest.fixture
-def dev():
-    return accelerator_device(0)
-
 
 def put(static, values):
     """Copy host ``values`` into a device tensor (outside capture)."""

@@ -35,10 +35,6 @@ def _device_zero_current():
     tp.accelerator.set_device_index(0)
 
 
-@pytest.fixture
-def dev():
-    return accelerator_device(0)
-
 
 def settle():
     """Drop unreachable tensors and let pending device work finish."""

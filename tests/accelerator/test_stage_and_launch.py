@@ -16,10 +16,6 @@ Graph = tp.accelerator.Graph
 
 
 
-@pytest.fixture
-def dev():
-    return accelerator_device(0)
-
 
 def program(a, b, c):
     return a * b + c.sum(), (a - c).relu()

@@ -1,4 +1,5 @@
-"""Where the compiled MLP's DEVICE time goes on the GPU machine (issue 13's 0.75x target).
+"""Where the compiled MLP's DEVICE time goes on the GPU machine (the compiled MLP's target is
+at most 0.75x torch's hand-captured graph).
 
 Each piece is captured 20 times into one CuPy graph and timed with events over replays, so the
 numbers are device time per piece with no host launch cost in them:

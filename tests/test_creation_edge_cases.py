@@ -40,6 +40,19 @@ def test_linspace_takes_one_element_tensor_bounds(device):
     assert t.dtype == tp.float32 and to_numpy(t).tolist() == [0.0, 0.5, 1.0]
 
 
+@pytest.mark.parametrize("steps", [2.5, 3.0, True, "3", None])
+def test_linspace_refuses_a_non_int_steps_with_typeerror(device, steps):
+    with pytest.raises(TypeError, match=f"steps must be an int, got {type(steps).__name__}"):
+        tp.linspace(0, 1, steps, device=device)
+    assert to_numpy(tp.linspace(0, 1, 3, device=device)).tolist() == [0.0, 0.5, 1.0]
+
+
+def test_linspace_refuses_negative_steps_with_runtimeerror(device):
+    with pytest.raises(RuntimeError, match="number of steps must be non-negative, got -1"):
+        tp.linspace(0, 1, -1, device=device)
+    assert tp.linspace(0, 1, 0, device=device).shape == (0,)
+
+
 # --- complex values into real dtypes ----------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [tp.float32, tp.float64, tp.int64, tp.uint8])

@@ -134,6 +134,10 @@ def test_expand_broadcast_to(device):
     with pytest.raises(RuntimeError, match="must match the existing size \\(2\\) at "
                                            "non-singleton dimension 0"):
         t.expand(3, 3)
+    for bad in [(-2, 3), (2, -3)]:   # NumPy's "negative dimensions" must not leak through
+        with pytest.raises(RuntimeError, match=f"expanded size of the tensor \\({min(bad)}\\) "
+                                               f"at dimension {bad.index(min(bad))} is invalid"):
+            tp.ones(1, 3, device=device).expand(*bad)
     with pytest.raises(RuntimeError, match="single memory location.*clone"):
         e.fill_(5.0)  # several elements share one memory location
     with pytest.raises(RuntimeError, match="single memory location"):

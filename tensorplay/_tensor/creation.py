@@ -416,10 +416,14 @@ def linspace(start, end, steps: int, dtype=None, device=None) -> Tensor:
     complex dtype (complex64) when ``start`` or ``end`` is complex, as in PyTorch.
 
     Raises:
-        RuntimeError: a complex ``start`` or ``end`` with a real ``dtype``, as in PyTorch.
+        TypeError: ``steps`` is not an int (``2.5``, ``True``).
+        RuntimeError: a negative ``steps``; a complex ``start`` or ``end`` with a real
+            ``dtype``; both as in PyTorch.
     """
-    if isinstance(steps, bool) or not isinstance(steps, int) or steps < 0:
-        raise ValueError(f"linspace: steps must be a non-negative int, got {steps!r}")
+    if isinstance(steps, bool) or not isinstance(steps, int):
+        raise TypeError(f"linspace: steps must be an int, got {type(steps).__name__} {steps!r}")
+    if steps < 0:
+        raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}")
     start, end = _host_scalar(start, "linspace", "start"), _host_scalar(end, "linspace", "end")
     if not (isinstance(start, _REAL_SCALARS) and isinstance(end, _REAL_SCALARS)):
         complex_dtype = _dtype.complex64  # the default complex dtype (the default is float32)

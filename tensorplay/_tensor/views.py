@@ -393,6 +393,11 @@ def expand(tensor: Tensor, *sizes) -> Tensor:
             have, stride = shape[i - lead], base_strides[i - lead]
             if size == -1:
                 size = have
+            elif size < 0:
+                raise RuntimeError(f"expand: the expanded size of the tensor ({size}) at "
+                                   f"dimension {i} is invalid: a size must be non-negative, or "
+                                   f"-1 to keep the existing size ({have}).  Target sizes: "
+                                   f"{list(sizes)}.  Tensor sizes: {list(shape)}")
             elif have != 1 and size != have:
                 raise RuntimeError(f"The expanded size of the tensor ({size}) must match the "
                                    f"existing size ({have}) at non-singleton dimension {i}.  "

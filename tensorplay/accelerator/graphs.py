@@ -166,6 +166,7 @@ class Graph:
         self._bodies: list[tuple[Stream, Stream, WhileBodyWatch | None, str, int]] = []
         self._context_streams: list[Stream] = []
         self._staging_plan = None
+        self._write_back: tuple[int, ...] = ()
 
     # -- pools ------------------------------------------------------------------------------
     @staticmethod
@@ -617,7 +618,7 @@ class Graph:
         raise ValueError(f"replay: the graph was captured on device {self._device_index}, the "
                          f"stream is on {stream.device}")
 
-    def stage_and_launch(self, static_inputs, inputs, *, _write_back=()) -> None:
+    def stage_and_launch(self, static_inputs, inputs) -> None:
         """Stage every input onto its static buffer and replay, in one call.
 
         Args:
@@ -633,8 +634,6 @@ class Graph:
             ValueError: lengths differ, or a pair cannot be copied (naming the index).
             TypeError: either argument is not a list or tuple, or holds a non-Tensor.
         """
-        # _write_back (tensorplay.compile): indices of the pairs whose static buffer is copied
-        # back into the input after the graph ran, fused with the end of the launch when fast.
         exe = self._exec
         if exe is None:
             raise RuntimeError("stage_and_launch: nothing captured yet")
@@ -642,7 +641,7 @@ class Graph:
             _state.current_native_stream(self._device_index)
         copies, copies_out, slow_out, self._staging_plan = plan_staging(
             static_inputs, inputs, self._device_index, self._backend, self._staging_plan,
-            _write_back)
+            self._write_back)
         self._staged = True   # a launch that fails may leave the staging nodes set
         self._backend.stage_and_launch(exe, native, copies, copies_out)
         if _body_watchers:   # Note [write records]
@@ -650,6 +649,17 @@ class Graph:
         self._staged = bool(copies or copies_out)
         for index in slow_out:
             inputs[index].copy_(static_inputs[index])
+
+    def _copy_back_after_launch(self, indices: tuple[int, ...]) -> None:
+        """After every ``stage_and_launch``, copy the static inputs at ``indices`` back into the
+        fresh inputs (fused with the end of the launch where the pair is fast).
+
+        Internal, for ``tensorplay.compile``: a compiled function that changes an input in place
+        must leave in the caller's tensor what an eager call would have. Set once per graph, so
+        the public ``stage_and_launch`` keeps the seed's signature and no per-call argument.
+        """
+        self._write_back = tuple(indices)
+        self._staging_plan = None
 
     def reset(self) -> None:
         """Destroy the executable and release the pool reference.
@@ -678,6 +688,7 @@ class Graph:
         self._release_pool()
         self._pool_arg = None if not isinstance(self._pool_arg, tuple) else self._pool_arg
         self._staging_plan = None
+        self._write_back = ()
 
     def debug_dump(self, path: "str | os.PathLike") -> None:
         """Write a Graphviz DOT rendering of the captured graph to ``path``.

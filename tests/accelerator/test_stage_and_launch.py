@@ -4,6 +4,8 @@ Fast-path pairs (contiguous, same dtype, shape and device) and slow-path pairs (
 casting, non-contiguous, from the host or another device) must give what the eager code gives.
 """
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -41,6 +43,12 @@ def check(outputs, inputs):
 def fresh(dev, seed, shape=(3, 4), dtype=np.float32):
     rng = np.random.default_rng(seed)
     return tp.tensor(rng.standard_normal(shape).astype(dtype), device=dev)
+
+
+def test_public_signature_is_the_seeds():
+    """``help(Graph.stage_and_launch)`` shows the seed's two arguments and nothing private."""
+    params = list(inspect.signature(Graph.stage_and_launch).parameters)
+    assert params == ["self", "static_inputs", "inputs"]
 
 
 def test_fast_path_pairs_equal_eager(dev):

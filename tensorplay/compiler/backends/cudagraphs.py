@@ -112,6 +112,7 @@ class _Entry:
         spans = [_writes.extent(static) for static in static_inputs]
         self.write_back = tuple(index for index, span in enumerate(spans)
                                 if any(_writes.overlaps(span, write) for write in writes))
+        graph._copy_back_after_launch(self.write_back)
         self.returned_inputs = tuple(
             next((k for k, static in enumerate(static_inputs) if static is out), None)
             for out in static_outputs)
@@ -279,7 +280,7 @@ class CudaGraphsFunction:
                       (rewriter.products, rewriter.chains) if rewriter is not None else (0, 0))
 
     def _replay(self, entry: _Entry, tensors):
-        entry.graph.stage_and_launch(entry.static_inputs, tensors, _write_back=entry.write_back)
+        entry.graph.stage_and_launch(entry.static_inputs, tensors)
         entry.generation += 1
         guard = _output_guard(entry, entry.generation, self._calls)
         fresh = []

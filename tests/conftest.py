@@ -1,4 +1,5 @@
 import os
+from collections import Counter
 
 import pytest
 
@@ -30,3 +31,18 @@ def dev():
     """The built accelerator's device 0, spelled as a user would (``"sim:0"``, ``"cuda:0"``).
     Tests that take it are marked ``requires_accelerator``."""
     return accelerator_device(0)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """Skips grouped by reason and counted, one line a reason, so that a failure stands out
+    (``-ra`` printed one line per skipped test: hundreds on a host-only run)."""
+    reasons = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if not reasons:
+        return
+    terminalreporter.section(f"{sum(reasons.values())} skipped, by reason", sep="-")
+    for reason, count in reasons.most_common():
+        terminalreporter.write_line(f"{count:6d}  {reason}")

@@ -5,15 +5,18 @@ modules that follow torch's documented behaviour; on this machine the suite itse
 tensorplay's rows on ``cpu`` and the accelerator's device 0.
 """
 
+import io
+import sys
 import types
 
 import numpy as np
 import pytest
 
 import tensorplay as tp
-from tensorplay.bench import controlflow, models, peers, products
+from tensorplay.bench import controlflow, models, peers, products, suite
 from tensorplay.bench.suite import format_table
-from support import accelerator_device, count_device_waits, requires_accelerator, to_numpy
+from support import (accelerator_device, count_device_waits, once_per_suite, requires_accelerator,
+                     to_numpy)
 
 
 @pytest.fixture
@@ -448,3 +451,32 @@ def test_absent_or_failing_peers_are_rows_with_a_note(monkeypatch):
     rows = list(controlflow._peer_rows(["torch a"], ["JAX c"], lambda torch: iter(()), jax_row))
     assert rows == [{"impl": "JAX c", "us": None, "note": "failed: TypeError: body_fun output "
                                                            "and input must have identical types"}]
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+@once_per_suite
+def test_progress_prints_one_line_per_finished_case_when_piped(monkeypatch):
+    piped = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", piped)
+    suite._progress(0, 2, "replay_overhead")
+    suite._progress(1, 2, "replay_overhead", 1.25)
+    suite._progress(1, 2, "mlp")
+    suite._progress(2, 2, "mlp", 3.0)
+    assert piped.getvalue().splitlines() == ["bench: 1/2 replay_overhead finished in 1.2 s",
+                                             "bench: 2/2 mlp finished in 3.0 s"]
+    assert "\r" not in piped.getvalue()
+
+
+@once_per_suite
+def test_progress_redraws_in_place_on_a_terminal(monkeypatch):
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    suite._progress(0, 2, "replay_overhead")
+    suite._progress(2, 2, "mlp", 3.0)
+    text = terminal.getvalue()
+    assert text.count("\r") == 2 and text.endswith("\n") and text.count("\n") == 1
+    assert "2/2 mlp" in text

@@ -37,13 +37,21 @@ from .timing import interleaved_loops, time_per_call
 from .timing import sync as _sync
 
 
-def _progress(done: int, total: int, label: str) -> None:
+def _progress(done: int, total: int, label: str, seconds: float | None = None) -> None:
+    """Report progress on stderr: on a terminal, one bar redrawn in place (``label`` is the case
+    starting); piped into a log, one line per finished case (``seconds`` given), since carriage
+    returns would turn the log into one long line."""
+    if not sys.stderr.isatty():
+        if seconds is not None:
+            sys.stderr.write(f"bench: {done}/{total} {label} finished in {seconds:.1f} s\n")
+            sys.stderr.flush()
+        return
     width = 30
     filled = width * done // max(total, 1)
     sys.stderr.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {done}/{total} {label:<40}")
-    sys.stderr.flush()
     if done == total:
         sys.stderr.write("\n")
+    sys.stderr.flush()
 
 
 class Suite:
@@ -149,8 +157,9 @@ class Suite:
                  self.twenty_kernels, self.products, self.mlp, self.cg, self.control_flow]
         for done, case in enumerate(cases):
             _progress(done, len(cases), case.__name__)
+            start = time.perf_counter()
             case()
-        _progress(len(cases), len(cases), "done")
+            _progress(done + 1, len(cases), case.__name__, time.perf_counter() - start)
         return self.rows
 
 

@@ -2,7 +2,11 @@
 
 PyTorch's ``torch.cond(pred, true_fn, false_fn, operands)`` and ``torch.while_loop(cond_fn,
 body_fn, carried_inputs)``; JAX's ``lax.fori_loop(lower, upper, body_fun, init_val)`` and
-``lax.switch(index, branches, *operands)``. Each call runs in one of two modes, chosen by whether
+``lax.switch(index, branches, *operands)``, spelled ``switch(index, branches, operands)``: its
+operands come as one tuple or list, as ``cond``'s do. Varargs cannot tell a tuple operand from
+operands wrapped by mistake, which then failed inside a branch; one argument that must be a
+tuple or list is checked at the call (``fori_loop`` keeps JAX's ``init_val``, one value of any
+structure). Each call runs in one of two modes, chosen by whether
 this thread's current stream, on the device of the call's tensors, records into a
 :class:`~tensorplay.accelerator.Graph` (``graphs.current_capturing_graph``):
 
@@ -57,16 +61,23 @@ The contract, in both modes:
   operand happens exactly when the branch runs (PyTorch refuses such changes; do not rely on
   them).
 - **Checks** as in PyTorch and JAX: a predicate is a one-element bool tensor or a Python bool;
-  the functions are callable; branches return the same structure, shapes, dtypes and devices;
-  ``body_fn`` returns the carried structure with the carried shapes, dtypes and devices. Errors
-  name the branch or the iteration and what differed. Wrong argument types raise ``TypeError``;
-  mismatches raise ``RuntimeError`` (PyTorch raises ``RuntimeError`` or a ``torch._dynamo``
-  ``UserError`` there, JAX a ``TypeError``); ``switch`` with no branches raises ``ValueError``
-  (as JAX).
-- **Pitfall: eager checks see only what ran.** Eagerly, ``cond`` and ``switch`` run only the
-  selected branch, with nothing to compare its outputs to: a branch whose outputs differ from
-  the others' is caught only when captured, where every branch runs once (PyTorch and JAX
-  trace every branch even eagerly).
+  the functions are callable; the operands of ``cond`` and ``switch`` and the carried values of
+  ``while_loop`` are one tuple or list (one shared check, naming the call's form); branches
+  return the same structure, shapes, dtypes and devices (checked when captured: see the pitfall
+  below); ``body_fn`` returns the carried structure with the carried shapes, dtypes and
+  devices. Errors name the branch or the iteration and what differed. Wrong argument types
+  raise ``TypeError``; mismatches raise ``RuntimeError`` (PyTorch raises ``RuntimeError`` or a
+  ``torch._dynamo`` ``UserError`` there, JAX a ``TypeError``); ``switch`` with no branches
+  raises ``ValueError`` (as JAX).
+- **Pitfall: eagerly, nothing checks that the branches agree.** Eagerly, ``cond`` and ``switch``
+  run only the selected branch and have nothing to compare its outputs to, so branches that
+  return different structures, shapes or dtypes pass; only a capture checks them (every branch
+  runs once there), raising ``RuntimeError`` at the call, naming the branch and what differed.
+  ``torch.cond`` and ``jax.lax.switch`` trace every branch even eagerly, on shape-only stand-ins;
+  tensorplay has no such tensors, and running an untaken branch to see its outputs would run
+  its kernels and its Python (prints, counters, random draws, host reads, breakpoints) where
+  eagerly only the taken branch may run. To check a call's branches, capture it once (``with
+  tp.accelerator.Graph():``, or call it through ``tp.compile``).
 - **Python constants.** A Python bool ``pred`` of ``cond`` (or a Python int ``index`` of
   ``switch``) is a constant: captured, only the selected function runs and is recorded, exactly
   as eagerly. A Python bool from ``cond_fn`` is written into the loop's predicate; captured, the
@@ -311,10 +322,23 @@ def _integer_scalar(api: str, name: str, value, must: str):
     return value
 
 
-def _sequence(api: str, name: str, value) -> None:
+def _check_operands(api: str, form: str, name: str, value, extra: tuple = ()) -> None:
+    """TypeError unless ``value``, the argument ``name`` of the call ``form``, is one tuple or
+    list and no positional argument follows it (``extra``). The one check of ``cond``'s and
+    ``switch``'s operands and ``while_loop``'s carried values: a bare tensor, or operands
+    spelled as varargs (``jax.lax.switch``'s form), is refused at the call, where it would
+    otherwise fail inside a branch, far from the mistake."""
+    if extra:
+        count = len(extra)
+        kinds = ", ".join(type(item).__name__ for item in extra)
+        more = f"{count} more positional arguments ({kinds}) follow" if count > 1 else \
+            f"1 more positional argument ({kinds}) follows"
+        raise TypeError(f"{api}: {name} must be one tuple or list, but {more} it; call {form} "
+                        f"with {name} a tuple or list: (x, y), not x, y")
     if not isinstance(value, (tuple, list)):
         raise TypeError(f"{api}: {name} must be a tuple or list, got {type(value).__name__}; "
-                        f"wrap a single tensor x as (x,)")
+                        f"call {form} with {name} a tuple or list: wrap a single tensor x as "
+                        f"(x,)")
 
 
 # -- capture plumbing -------------------------------------------------------------------------
@@ -512,11 +536,19 @@ def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..
     drivers older than CUDA 12.8; see the module docstring); the device picks one at every
     replay.
 
+    Only a capture checks that the branches agree. Eagerly the branch not taken never runs, so
+    ``cond(x.sum() > 0, lambda a: a, lambda a: a[:1], (x,))`` returns whichever shape the
+    branch taken gives, where ``torch.cond`` refuses it; the same call captured raises
+    ``RuntimeError`` at the call, naming ``false_fn`` and both shapes. Capture a call once to
+    check it (running the other branch eagerly would run its kernels and its Python side
+    effects).
+
     Args:
         pred: a one-element bool tensor, or a Python bool (a constant: only its branch runs).
         true_fn, false_fn: callables taking ``*operands`` and returning a tensor or a tuple,
             list or dict of tensors; both the same structure, shapes, dtypes and devices.
-        operands: a tuple or list passed to the branch (not copied).
+        operands: a tuple or list whose items the branch is called with (not copied):
+            ``(x,)`` for one tensor, ``()`` (the default) for none.
 
     Returns:
         The branch's outputs, as new tensors (an output that is or views an operand is cloned);
@@ -526,14 +558,14 @@ def cond(pred: Tensor | bool, true_fn: Callable[..., Any], false_fn: Callable[..
         TypeError: ``pred`` is not a bool tensor or Python bool, a branch is not callable,
             ``operands`` is not a tuple or list, or a branch returns something other than
             tensors.
-        RuntimeError: ``pred`` has more than one element; the branches' outputs differ in
-            structure, shape, dtype or device (found only when captured, or for the branch
-            run); captured, ``pred`` or an output is not on the capturing device.
+        RuntimeError: ``pred`` has more than one element; captured, the branches' outputs
+            differ in structure, shape, dtype or device (never checked eagerly, see above), or
+            ``pred`` or an output is not on the capturing device.
     """
     pred = _predicate("cond", "pred", pred)
     _check_callable("cond", "true_fn", true_fn)
     _check_callable("cond", "false_fn", false_fn)
-    _sequence("cond", "operands", operands)
+    _check_operands("cond", "cond(pred, true_fn, false_fn, operands)", "operands", operands)
     inputs = _tensor_leaves(operands, [])
     graph, device = _graph_for(([pred] if isinstance(pred, Tensor) else []) + inputs)
     if graph is None or isinstance(pred, bool):
@@ -593,31 +625,48 @@ def _false_branch(false_fn, operands, device, treedef, metas, results) -> None:
 
 # -- switch -----------------------------------------------------------------------------------
 
-def switch(index: Tensor | int, branches: Sequence[Callable[..., Any]], *operands: Any) -> Any:
-    """``branches[clamp(index, 0, len(branches) - 1)](*operands)``, as ``jax.lax.switch``.
+def switch(index: Tensor | int, branches: Sequence[Callable[..., Any]],
+           operands: tuple | list = (), *extra: Any) -> Any:
+    """``branches[clamp(index, 0, len(branches) - 1)](*operands)``, as ``jax.lax.switch``,
+    with the operands as one tuple or list, as :func:`cond` takes them.
+
+    ``switch(i, branches, (x, y))``, where JAX writes ``lax.switch(i, branches, x, y)``: with
+    varargs a tuple meant as one operand cannot be told from one passed by mistake, so the
+    mistake would fail inside a branch; here ``switch(i, branches, x)`` and ``switch(i,
+    branches, x, y)`` raise ``TypeError`` at the call, naming this form.
 
     An index below 0 selects the first branch, one past the end the last (JAX's clamping).
     Eagerly the index is read on the host once and only that branch runs. Inside a capture
     every branch runs once, at capture, into a case of one switch node (a chain of if nodes on
     drivers older than CUDA 12.8; see the module docstring).
 
+    Only a capture checks that the branches agree. Eagerly the branches not taken never run,
+    so branches returning different shapes or dtypes pass; the same call captured raises
+    ``RuntimeError`` at the call, naming the first branch that differs from ``branches[0]``
+    and how. Capture a call once to check it (running the other branches eagerly would run
+    their kernels and their Python side effects).
+
     Args:
         index: a one-element integer tensor, or a Python int (a constant: only its branch
             runs).
         branches: a non-empty tuple or list of callables, each taking ``*operands`` and
             returning the same structure of tensors with the same shapes, dtypes and devices.
-        operands: passed to the branch (not copied).
+        operands: a tuple or list whose items the branch is called with (not copied):
+            ``(x,)`` for one tensor, ``()`` (the default) for none.
+        extra: nothing; positional arguments after ``operands`` (JAX's varargs spelling) are
+            refused.
 
     Returns:
         The branch's outputs, as new tensors (see :func:`cond`).
 
     Raises:
         TypeError: ``index`` is not an integer (a bool, a float, a tensor of another dtype or
-            of more than one element), ``branches`` is not a tuple or list of callables, or a
-            branch returns something other than tensors.
+            of more than one element), ``branches`` is not a tuple or list of callables,
+            ``operands`` is not a tuple or list or positional arguments follow it, or a branch
+            returns something other than tensors.
         ValueError: ``branches`` is empty.
-        RuntimeError: the branches' outputs differ (see :func:`cond`); captured, the index or
-            an output is not on the capturing device.
+        RuntimeError: captured, the branches' outputs differ (never checked eagerly, see
+            above), or the index or an output is not on the capturing device.
     """
     must = "an integer: a Python int or a one-element integer tensor"
     index = _integer_scalar("switch", "index", index, must)
@@ -628,6 +677,7 @@ def switch(index: Tensor | int, branches: Sequence[Callable[..., Any]], *operand
         raise ValueError("switch: branches is empty; give at least one callable")
     for position, branch in enumerate(branches):
         _check_callable("switch", f"branches[{position}]", branch)
+    _check_operands("switch", "switch(index, branches, operands)", "operands", operands, extra)
     inputs = _tensor_leaves(operands, [])
     graph, device = _graph_for(([index] if isinstance(index, Tensor) else []) + inputs)
     last = len(branches) - 1
@@ -709,7 +759,8 @@ def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any],
     """
     _check_callable("while_loop", "cond_fn", cond_fn)
     _check_callable("while_loop", "body_fn", body_fn)
-    _sequence("while_loop", "carried_inputs", carried_inputs)
+    _check_operands("while_loop", "while_loop(cond_fn, body_fn, carried_inputs)",
+                    "carried_inputs", carried_inputs)
     treedef, leaves = _tensors(carried_inputs, "while_loop", "carried_inputs", "carried_inputs")
     graph, device = _graph_for(leaves)
     metas = _metas(leaves)

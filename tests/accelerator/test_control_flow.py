@@ -108,7 +108,7 @@ def test_results_are_new_tensors_never_the_inputs(device):
     x = on(device, [1.0, 2.0, 3.0])
     same = tp.cond(True, lambda a: a, lambda a: a, (x,))
     view = tp.cond(False, lambda a: a, lambda a: a[1:], (x,))
-    chosen = tp.switch(0, [lambda a: a], x)
+    chosen = tp.switch(0, [lambda a: a], (x,))
     unchanged = tp.while_loop(lambda a: a.sum() < 0, lambda a: (a + 1,), (x,))
     kept = tp.fori_loop(0, 3, lambda i, v: v, x)
     for out in (same, view, chosen, unchanged[0], kept):
@@ -176,17 +176,17 @@ def test_switch_clamps_the_index(device):
     branches = [lambda a: a * 0, lambda a: a + 10, lambda a: -a]
     for index, want in ((-5, [0.0, 0.0]), (0, [0.0, 0.0]), (1, [11.0, 12.0]), (2, [-1.0, -2.0]),
                         (99, [-1.0, -2.0])):
-        assert values(tp.switch(index, branches, x)) == want
-        assert values(tp.switch(i64(index, device), branches, x)) == want
+        assert values(tp.switch(index, branches, (x,))) == want
+        assert values(tp.switch(i64(index, device), branches, [x])) == want
         assert values(tp.switch(tp.tensor([index], dtype=tp.int32, device=device), branches,
-                                x)) == want
-    assert values(tp.switch(np.int64(1), tuple(branches), x)) == [11.0, 12.0]
+                                (x,))) == want
+    assert values(tp.switch(np.int64(1), tuple(branches), operands=(x,))) == [11.0, 12.0]
 
 
 def test_switch_with_one_branch_and_several_operands(device):
     x, y = on(device, [1.0]), on(device, [2.0])
-    assert values(tp.switch(5, [lambda a, b: a + b], x, y)) == [3.0]
-    assert values(tp.switch(1, [lambda a, b: a, lambda a, b: (a, b)], x, y)) == \
+    assert values(tp.switch(5, [lambda a, b: a + b], (x, y))) == [3.0]
+    assert values(tp.switch(1, [lambda a, b: a, lambda a, b: (a, b)], [x, y])) == \
         ("tuple", [[1.0], [2.0]])
 
 
@@ -228,7 +228,7 @@ def test_a_branch_must_return_tensors(device, result, path, kind):
                                         f"is a {kind}"):
         tp.cond(True, result, result, (x,))
     with pytest.raises(TypeError, match=f"switch: what branches\\[1\\] returns .*{kind}"):
-        tp.switch(1, [lambda a: a, result], x)
+        tp.switch(1, [lambda a: a, result], (x,))
 
 
 def test_while_loop_argument_errors(device):
@@ -291,17 +291,146 @@ def test_switch_argument_errors(device):
     x = on(device, [1.0])
     ok = lambda a: a  # noqa: E731
     with pytest.raises(ValueError, match="branches is empty"):
-        tp.switch(0, [], x)
+        tp.switch(0, [], (x,))
     with pytest.raises(TypeError, match="branches must be a tuple or list of callables"):
-        tp.switch(0, ok, x)
+        tp.switch(0, ok, (x,))
     with pytest.raises(TypeError, match=r"branches\[1\] must be callable"):
-        tp.switch(0, [ok, 3], x)
+        tp.switch(0, [ok, 3], (x,))
     bad_indices = [1.0, True, None, tp.ones((), device=device),
                    tp.ones((), dtype=tp.bool, device=device), tp.zeros(2, dtype=tp.int64,
                                                                       device=device)]
     for bad in bad_indices:
         with pytest.raises(TypeError, match="switch: index must be an integer"):
-            tp.switch(bad, [ok, ok], x)
+            tp.switch(bad, [ok, ok], (x,))
+
+
+SWITCH_FORM = r"call switch\(index, branches, operands\) with operands a tuple or list"
+
+
+def test_switch_takes_its_operands_as_one_tuple_or_list(device):
+    """As cond does: a bare tensor, or JAX's varargs spelling, raises TypeError at the call,
+    naming the form expected, before any branch runs; the device stays usable."""
+    x, y = on(device, [1.0]), on(device, [2.0])
+    calls = []
+
+    def branch(*args):
+        calls.append(args)
+        return args[0] + 1
+
+    for index in (0, i64(0, device)):
+        with pytest.raises(TypeError, match=rf"switch: operands must be a tuple or list, got "
+                                            rf"Tensor; {SWITCH_FORM}: wrap a single tensor x as "
+                                            rf"\(x,\)"):
+            tp.switch(index, [branch], x)
+        with pytest.raises(TypeError, match=rf"switch: operands must be one tuple or list, but "
+                                            rf"1 more positional argument \(Tensor\) follows "
+                                            rf"it; {SWITCH_FORM}: \(x, y\), not x, y"):
+            tp.switch(index, [branch, branch], x, y)
+        with pytest.raises(TypeError, match=rf"2 more positional arguments \(Tensor, int\) "
+                                            rf"follow it; {SWITCH_FORM}"):
+            tp.switch(index, [branch], (x,), y, 3)
+        for bad in (1.5, {"a": x}, None):
+            with pytest.raises(TypeError, match=rf"got {type(bad).__name__}; {SWITCH_FORM}"):
+                tp.switch(index, [branch], operands=bad)
+    assert calls == []
+    for operands in ((x,), [x], (x, y)):
+        assert values(tp.switch(i64(3, device), [branch], operands)) == [2.0]
+    assert values(tp.switch(0, [lambda: x * 3])) == [3.0]   # no operands: () by default
+    assert to_numpy(x + y).tolist() == [3.0]
+
+
+def test_cond_and_while_loop_refuse_a_bare_operand_naming_their_form(device):
+    """The one check switch's operands go through."""
+    x = on(device, [1.0])
+    with pytest.raises(TypeError, match=r"cond: operands must be a tuple or list, got Tensor; "
+                                        r"call cond\(pred, true_fn, false_fn, operands\) with "
+                                        r"operands a tuple or list: wrap a single tensor x as "
+                                        r"\(x,\)"):
+        tp.cond(x.sum() > 0, lambda a: a, lambda a: a, x)
+    with pytest.raises(TypeError, match=r"while_loop: carried_inputs must be a tuple or list, "
+                                        r"got Tensor; call while_loop\(cond_fn, body_fn, "
+                                        r"carried_inputs\) with carried_inputs a tuple or list"):
+        tp.while_loop(lambda a: False, lambda a: (a,), x)
+    assert values(tp.cond(x.sum() > 0, lambda a: a + 1, lambda a: a, [x])) == [2.0]
+
+
+def test_eager_calls_do_not_check_the_branches_not_taken(device):
+    """Documented behaviour: eagerly only the branch taken runs, so branches that disagree in
+    shape or dtype pass; a capture checks them (next test)."""
+    x = on(device, [1.0, 2.0])
+    ran = []
+
+    def whole(a):
+        ran.append("whole")
+        return a
+
+    def first(a):
+        ran.append("first")
+        return a[:1]
+
+    def wide(a):
+        ran.append("wide")
+        return a.to(tp.float64)
+
+    assert values(tp.cond(x.sum() > 0, whole, first, (x,))) == [1.0, 2.0]
+    assert values(tp.cond(x.sum() < 0, whole, first, (x,))) == [1.0]
+    for k in (0, 1, 2):
+        out = tp.switch(i64(k, device), [whole, first, wide], (x,))
+        assert (tuple(out.shape), out.dtype) == [((2,), tp.float32), ((1,), tp.float32),
+                                                 ((2,), tp.float64)][k]
+    assert ran == ["whole", "first", "whole", "first", "wide"]
+
+
+@requires_accelerator
+def test_a_capture_checks_the_branches_an_eager_call_does_not(dev):
+    """The same calls that pass eagerly raise at the call once captured: RuntimeError naming
+    the branch and the shape or dtype that differs."""
+    x = on(dev, [1.0, 2.0])
+    k = i64(0, dev)
+    cases = [
+        (lambda: tp.cond(x.sum() > 0, lambda a: a, lambda a: a[:1], (x,)),
+         r"cond: false_fn returned result with shape \(1,\), dtype float32, on .*, where "
+         r"true_fn's result has shape \(2,\), dtype float32"),
+        (lambda: tp.switch(k, [lambda a: a, lambda a: a * 2, lambda a: a.to(tp.float64)], (x,)),
+         r"switch: branches\[2\] returned result with shape \(2,\), dtype float64, on .*, "
+         r"where branches\[0\]'s result has shape \(2,\), dtype float32"),
+    ]
+    for call, match in cases:
+        call()   # eagerly: only the branch taken runs, nothing to compare
+        with pytest.raises(RuntimeError, match=match):
+            with Graph():
+                call()
+    g = Graph()
+    with g:   # a Python-constant index records only its branch, as eagerly: nothing to check
+        out = tp.switch(1, [lambda a: a, lambda a: a[:1]], (x,))
+    g.replay()
+    assert to_numpy(out).tolist() == [1.0]
+    assert to_numpy(x + 1).tolist() == [2.0, 3.0]
+
+
+@requires_accelerator
+def test_the_wrong_switch_spelling_raises_at_the_call_inside_a_capture(dev):
+    """Before any node opens: the capture goes on as it was, and records what follows."""
+    x, y = on(dev, [1.0, 2.0]), on(dev, [3.0, 4.0])
+    k = i64(1, dev)
+    branches = [lambda a: a + 1, lambda a: a * 10]
+    g = Graph()
+    with g:
+        for index in (1, k):
+            with pytest.raises(TypeError, match=rf"switch: operands must be a tuple or list, "
+                                                rf"got Tensor; {SWITCH_FORM}"):
+                tp.switch(index, branches, x)
+            with pytest.raises(TypeError, match=rf"1 more positional argument \(Tensor\) "
+                                                rf"follows it; {SWITCH_FORM}"):
+                tp.switch(index, branches, x, y)
+        assert current_capturing_graph() is g
+        out = tp.switch(k, branches, (x,))
+    g.replay()
+    assert to_numpy(out).tolist() == [10.0, 20.0]
+    k.fill_(0)
+    g.replay()
+    assert to_numpy(out).tolist() == [2.0, 3.0]
+    assert to_numpy(x + y).tolist() == [4.0, 6.0]
 
 
 # == captured: eager and replayed results agree ====================================================
@@ -509,7 +638,7 @@ def test_unroll_errors(dev):
 def test_switch_captured_clamps_on_the_device(dev):
     def fn(k, x):
         return tp.switch(k, [lambda a: (a * 0, a.sum()), lambda a: (a + 10, a.min()),
-                             lambda a: (-a, a.max())], x)
+                             lambda a: (-a, a.max())], (x,))
 
     static = [tp.tensor([0], dtype=tp.int32, device=dev), on(dev, [1.0, 2.0])]
     check_replays(fn, static, [[tp.tensor([k], dtype=tp.int32, device=dev), on(dev, [1.0, 2.0])]
@@ -526,7 +655,7 @@ def test_python_constants_record_only_the_chosen_function(dev):
     with g:
         yes = tp.cond(True, lambda a: a + 1, refuse, (x,))
         no = tp.cond(False, refuse, lambda a: a - 1, (x,))
-        third = tp.switch(7, [refuse, refuse, lambda a: a * 5], x)
+        third = tp.switch(7, [refuse, refuse, lambda a: a * 5], (x,))
         never = tp.while_loop(lambda a: False, lambda a: (a * 100,), (x,))
     g.stage_and_launch([x], [on(dev, [3.0])])
     assert [out.item() for out in (yes, no, third, never[0])] == [4.0, 2.0, 15.0, 3.0]
@@ -556,7 +685,7 @@ def test_compile_captures_each_form(dev, form):
         if form == "fori_loop":
             return tp.fori_loop(0, k, lambda i, v: v + i * v.sum(), x)
         if form == "switch":
-            return tp.switch(k, [lambda a: a, lambda a: a.exp(), lambda a: a.sin()], x)
+            return tp.switch(k, [lambda a: a, lambda a: a.exp(), lambda a: a.sin()], (x,))
         return tp.fori_loop(0, k, lambda i, v: tp.cond(i % 2 == 0, lambda a: a + 1,
                                                        lambda a: a * 2, (v,)), x)
 
@@ -576,7 +705,7 @@ def three_deep(x, n):
             return tp.fori_loop(0, k, lambda j, v: v + a * j.to(a.dtype), tp.zeros_like(a))
 
         def even(a):
-            return tp.switch(k % 3, [lambda b: b, lambda b: b * 2, lambda b: -b], a)
+            return tp.switch(k % 3, [lambda b: b, lambda b: b * 2, lambda b: -b], (a,))
 
         return k + 1, tp.cond(k % 2 == 1, odd, even, (acc,)) + x
 
@@ -636,7 +765,7 @@ def test_a_predicate_on_another_device_than_the_capture_is_refused(mode):
     pred = tp.tensor(True, device=accelerator_device(1))
     index = i64(1, accelerator_device(1))
     calls = [(lambda: tp.cond(pred, lambda a: a + 1, lambda a: a - 1, (x,)), "cond: pred"),
-             (lambda: tp.switch(index, [lambda a: a, lambda a: a + 1], x), "switch: index")]
+             (lambda: tp.switch(index, [lambda a: a, lambda a: a + 1], (x,)), "switch: index")]
     for call, what in calls:
         with pytest.raises(RuntimeError, match=f"{what} is on .*:1, but this call is captured "
                                                f"into a graph on .*:0"):
@@ -708,7 +837,8 @@ def mismatched(form, x):
     if form == "cond-structure":
         return tp.cond(x.sum() > 0, lambda a: (a, a), lambda a: [a, a], (x,))
     if form == "switch":
-        return tp.switch(x.sum().to(tp.int64), [lambda a: a, lambda a: a, lambda a: a.sum()], x)
+        return tp.switch(x.sum().to(tp.int64), [lambda a: a, lambda a: a, lambda a: a.sum()],
+                         (x,))
     if form == "while":
         return tp.while_loop(lambda a: a.sum() < 9, lambda a: (a.reshape(1, 2),), (x,))
     if form == "fori-structure":
@@ -787,7 +917,7 @@ def test_an_error_caught_inside_the_capture_invalidates_it(dev):
         tp.accelerator.set_stream(caller)
     assert current_capturing_graph() is None
     assert to_numpy(x).tolist() == [1.0, 2.0]
-    g2, out = capture(lambda a: tp.switch(1, [lambda b: b, lambda b: b * 4], a), x)
+    g2, out = capture(lambda a: tp.switch(1, [lambda b: b, lambda b: b * 4], (a,)), x)
     g2.replay()
     assert to_numpy(out).tolist() == [4.0, 8.0]
 
@@ -807,7 +937,7 @@ def test_argument_errors_leave_the_capture_as_it_was(dev):
                                                r"captured into a graph on"):
             tp.cond(host_pred, ok, ok, (x,))
         with pytest.raises(RuntimeError, match="switch: index is on cpu"):
-            tp.switch(tp.tensor(1), [ok, ok], x)
+            tp.switch(tp.tensor(1), [ok, ok], (x,))
         with pytest.raises(RuntimeError, match="fori_loop: upper is on cpu"):
             tp.fori_loop(0, tp.tensor(3), lambda i, v: v, x)
         with pytest.raises(RuntimeError, match=r"while_loop: carried_inputs\[1\] is on cpu"):
@@ -815,7 +945,7 @@ def test_argument_errors_leave_the_capture_as_it_was(dev):
         with pytest.raises(TypeError, match="cond_fn's result before the first iteration"):
             tp.while_loop(lambda a: a.sum(), lambda a: (a + 1,), (x,))
         with pytest.raises(ValueError, match="branches is empty"):
-            tp.switch(tp.zeros((), dtype=tp.int64, device=dev), [], x)
+            tp.switch(tp.zeros((), dtype=tp.int64, device=dev), [], (x,))
         with pytest.raises(TypeError, match="body_fn must be callable"):
             tp.fori_loop(0, 2, None, x)
         out = tp.cond(x.sum() > 0, ok, lambda a: a, (x,))

@@ -273,7 +273,7 @@ def test_tp_switch_records_one_switch_node(switch_dev, tmp_path):
     x = tp.tensor([2.0], device=dev)
     g = Graph()
     with g:
-        out = tp.switch(index, [lambda a: a + 1, lambda a: a * 10, lambda a: a - 5], x)
+        out = tp.switch(index, [lambda a: a + 1, lambda a: a * 10, lambda a: a - 5], (x,))
     for value, want in [(0, 3.0), (1, 20.0), (2, -3.0), (7, -3.0), (-4, 3.0)]:  # JAX clamps
         index.fill_(value)
         g.replay()

@@ -58,7 +58,7 @@ def test_switch_falls_back_to_a_chain_of_if_nodes(without_if_else, tmp_path):
     x = tp.tensor([2.0], device=dev)
     g = tp.accelerator.Graph()
     with g:
-        out = tp.switch(index, [lambda a: a + 1, lambda a: a * 10, lambda a: a - 5], x)
+        out = tp.switch(index, [lambda a: a + 1, lambda a: a * 10, lambda a: a - 5], (x,))
     for value, want in [(0, 3.0), (1, 20.0), (2, -3.0), (9, -3.0), (-1, 3.0)]:
         index.fill_(value)
         g.replay()

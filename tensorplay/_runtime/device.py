@@ -21,14 +21,17 @@ _KNOWN_TYPES = tuple(DEVICE_TYPES)
 
 
 class device:
-    """A device: ``device("cpu")``, ``device("sim:1")``, ``device("cuda", 1)``.
+    """A device: ``device("cpu")``, ``device("sim:1")``, ``device("cuda", 1)``, ``device(1)``
+    (an int is an index of this build's accelerator, as ``torch.device(1)``).
 
     ``index`` is ``None`` for a type-only spelling (``device("cuda")``), meaning the current
-    device of that type when it is used. Construction checks the spelling only; whether the
+    device of that type when it is used: every function that takes a device turns it into the
+    concrete one with :func:`resolve`. Construction checks the spelling only; whether the
     device exists in this build is checked where it is used.
 
     Raises:
-        ValueError: for a malformed spelling or an unknown device type.
+        ValueError: for a malformed spelling, an unknown device type, a negative index, or an
+            int index on a build without an accelerator.
     """
 
     __slots__ = ("type", "index")
@@ -44,8 +47,21 @@ class device:
                                  f"given with a device object")
             self.type, self.index = type_or_spelling.type, type_or_spelling.index
             return
-        if not isinstance(type_or_spelling, str):
-            raise TypeError(f"device() takes a string such as 'cpu' or 'sim:0', got "
+        if isinstance(type_or_spelling, int) and not isinstance(type_or_spelling, bool):
+            # an int is an accelerator index wherever a device is taken, here too
+            if index is not None:
+                raise ValueError(f"device({type_or_spelling!r}, {index!r}): an index cannot be "
+                                 f"given with an int device index")
+            accelerator = accelerator_backend()
+            if accelerator is None:
+                raise ValueError(f"device index {type_or_spelling} given, but "
+                                 + _valid_devices_text(None))
+            if type_or_spelling < 0:
+                raise ValueError(f"device index must be non-negative, got {type_or_spelling}")
+            type_or_spelling, index = accelerator.device_type, type_or_spelling
+        elif not isinstance(type_or_spelling, str):
+            raise TypeError(f"device() takes a string such as 'cpu' or 'sim:0' or an int "
+                            f"accelerator index, got "
                             f"{type(type_or_spelling).__name__} {type_or_spelling!r}")
         match = _SPELLING.match(type_or_spelling.strip())
         if match is None or match.group(1) not in _KNOWN_TYPES:
@@ -110,13 +126,15 @@ def _canonical(kind: str, index: int) -> device:
 _resolved: dict[str, device] = {}
 
 
-def _valid_devices_text(accelerator) -> str:
+def _valid_devices_text(accelerator, host: bool = True) -> str:
+    """The devices this build has, for error messages (``host``: 'cpu' is valid there too)."""
     if accelerator is None:
         return ("this build has no accelerator, so the only device is 'cpu'. "
                 + no_accelerator_advice())
     count = accelerator.device_count()
     names = ", ".join(f"{accelerator.device_type}:{i}" for i in range(count))
-    return f"this build has {count} {accelerator.device_type} device(s) ({names}) and 'cpu'"
+    return (f"this build has {count} {accelerator.device_type} device(s) ({names})"
+            + (" and 'cpu'" if host else ""))
 
 
 def resolve(spelling, *, default_cpu: bool = False) -> device:
@@ -181,10 +199,11 @@ def resolve_accelerator_index(spelling) -> int:
         RuntimeError: on a host-only build (via ``backends.require_accelerator``).
         ValueError: for ``cpu`` or a bad spelling.
     """
-    require_accelerator()
+    accelerator = require_accelerator()
     resolved = resolve(spelling)
     if resolved.type == "cpu":
-        raise ValueError("expected an accelerator device, got 'cpu'")
+        raise ValueError(f"expected an accelerator device, got {spelling!r}: "
+                         + _valid_devices_text(accelerator, host=False))
     return resolved.index
 
 

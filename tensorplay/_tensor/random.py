@@ -62,13 +62,21 @@ class Generator:
     Each device also has a default generator (``tp.manual_seed`` seeds them all); a Generator
     made here is independent of it.
 
+    ``device`` takes every device spelling, as the tensor factories do: a type without an index
+    (``"cuda"``, ``current_accelerator()``) or an int index is the current device of the
+    accelerator at construction, so ``Generator(device="cuda")`` draws for
+    ``randn(..., device="cuda")``; ``None`` is ``cpu``, the factories' default.
+
     Raises:
+        ValueError: a bad spelling, a device index out of range or a device this build lacks.
         RuntimeError: (from the random functions) a generator of another device than the
             tensor being filled.
     """
 
     def __init__(self, device="cpu"):
-        self.device = device if isinstance(device, _device.device) else _device.device(device)
+        # the concrete device (type and index): it is compared with the device of every
+        # tensor the generator fills, which is always concrete
+        self.device = _device.resolve(device, default_cpu=True)
         self._initial_seed = DEFAULT_SEED
         # made now (a host-to-device copy), not at a first draw that may be inside a capture
         self._state: Tensor | None = _creation.tensor([self._initial_seed, 0],

@@ -61,8 +61,15 @@ def cpu(tensor: Tensor) -> Tensor:
 
 
 def cuda(tensor: Tensor, device=None) -> Tensor:
-    """This tensor on a cuda device (the current one by default)."""
-    return to(tensor, "cuda" if device is None else device)
+    """This tensor on a cuda device (the current one by default).
+
+    Raises:
+        ValueError: ``device`` is not an accelerator device (``"cpu"``), as PyTorch refuses a
+            non-cuda device here, or a device this build does not have.
+        RuntimeError: on a host-only build.
+    """
+    index = _device.resolve_accelerator_index("cuda" if device is None else device)
+    return to(tensor, index)
 
 
 def tensor_type(tensor: Tensor, dtype=None):

@@ -105,7 +105,7 @@ def test_linspace_eye(device):
     np.testing.assert_array_equal(to_numpy(tp.eye(3, device=device)), np.eye(3))
     np.testing.assert_array_equal(to_numpy(tp.eye(2, 3, dtype=tp.int64, device=device)),
                                   np.eye(2, 3))
-    with pytest.raises(ValueError, match="steps"):
+    with pytest.raises(RuntimeError, match="number of steps must be non-negative"):
         tp.linspace(0, 1, -1)
 
 

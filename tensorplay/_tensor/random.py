@@ -331,7 +331,7 @@ def initial_seed() -> int:
     return generator_for(_device.CPU).initial_seed()
 
 
-# -- more of PyTorch's random API (issue 15), built on the philox fills above -----------------
+# -- more of PyTorch's random API, built on the philox fills above ---------------------------
 def rand_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
     """Uniform numbers in ``[0, 1)`` with ``input``'s shape (and dtype and device, unless
     given)."""
@@ -431,7 +431,7 @@ def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
     return order if dtype is _dtype.int64 else order.to(dtype)
 
 
-# -- multinomial and poisson (issue 15): fixed work per element, no host reads on accelerators --
+# -- multinomial and poisson: fixed work per element, no host reads on accelerators -----------
 _MAX_CATEGORIES = 1 << 24   # PyTorch's limit (it indexes categories through float32)
 _EXP_FLOOR = 2.0 ** -60     # below the smallest nonzero -log1p(-u) (2**-53), so order-preserving
 

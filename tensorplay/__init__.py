@@ -36,6 +36,10 @@ from ._tensor.random import (  # noqa: E402
 from .accelerator._streams import Event, Stream  # noqa: E402
 from . import accelerator  # noqa: E402
 from .accelerator.control_flow import cond, fori_loop, switch, while_loop  # noqa: E402
+from . import autograd  # noqa: E402,F401
+from ._tensor.autograd import (  # noqa: E402
+    enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
+)
 from . import nn  # noqa: E402
 from . import linalg  # noqa: E402,F401
 from .compiler import compile  # noqa: E402

@@ -21,6 +21,8 @@ import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
+from . import autograd as _autograd
+from .autograd import grad_mode as _grad_mode
 from .join import _apply, _floating, _inexact, _only_floating, _tensor_arg
 from .tensor import Tensor, _normalize_dim
 
@@ -169,6 +171,8 @@ def gelu(input, approximate: str = "none") -> Tensor:
     Raises:
         ValueError: another ``approximate``. TypeError: bool/integer input.
     """
+    if input.__class__ is Tensor and input._ag is not None and _grad_mode.enabled:
+        return _autograd.dispatch("gelu", gelu, (input, approximate), {})
     if approximate == "none":
         name, rule = "gelu", _gelu_exact
     elif approximate == "tanh":
@@ -180,6 +184,7 @@ def gelu(input, approximate: str = "none") -> Tensor:
     return _apply(name, [tensor], rule, result=_GELU_RESULT, native=name, cache=True)
 
 
+gelu._tp_differentiable = "gelu"   # type: ignore[attr-defined]   # checks autograd inline
 _GELU_RESULT = _only_floating("gelu")
 
 

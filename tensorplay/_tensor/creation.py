@@ -14,7 +14,7 @@ import numpy as np
 from .._runtime import device as _device, dispatch as _dispatch
 from .._runtime.select import accelerator_backend
 from .. import _dtype
-from . import transfer as _transfer
+from . import autograd as _autograd, transfer as _transfer
 from .tensor import Tensor
 
 __all__ = ["tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
@@ -210,7 +210,14 @@ def _from_host(array: np.ndarray, device, dtype) -> Tensor:
     return out
 
 
-def tensor(data, dtype=None, device=None) -> Tensor:
+def _leaf(tensor: Tensor, requires_grad: bool) -> Tensor:
+    """A factory's result, made a leaf that requires grad when asked (``requires_grad=True``)."""
+    if requires_grad:
+        _autograd.set_requires_grad(tensor, requires_grad)
+    return tensor
+
+
+def tensor(data, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
     """A new tensor holding a copy of ``data`` (numbers, nested lists, NumPy arrays, tensors).
 
     Raises:
@@ -225,9 +232,12 @@ def tensor(data, dtype=None, device=None) -> Tensor:
     ``torch.tensor(t)`` does (``t.clone().detach()`` says the same more plainly).
     """
     if isinstance(data, Tensor):
-        return data.to(device=data.device if device is None else device,
-                       dtype=data.dtype if dtype is None else dtype, copy=True)
-    return _from_host(_host_array(data, dtype), device, dtype)
+        return _leaf(data.to(device=data.device if device is None else device,
+                       dtype=data.dtype if dtype is None else dtype, copy=True), requires_grad)
+    out = _from_host(_host_array(data, dtype), device, dtype)
+    if requires_grad:   # inline: a warm tp.tensor() enters no extra frame
+        _autograd.set_requires_grad(out, requires_grad)
+    return out
 
 
 def as_tensor(data, dtype=None, device=None) -> Tensor:
@@ -273,7 +283,7 @@ def from_dlpack(obj) -> Tensor:
     return Tensor._make(array, _device._canonical(backend.device_type, int(device_id)))
 
 
-def empty(*size, dtype=None, device=None) -> Tensor:
+def empty(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """An uninitialised tensor.
 
     Raises:
@@ -283,10 +293,10 @@ def empty(*size, dtype=None, device=None) -> Tensor:
     shape = _shape(size)
     device, dtype = _target(device, dtype, _dtype.get_default_dtype())
     _check_storage_size(shape, dtype)
-    return Tensor._make(_dispatch.empty(device, shape, dtype), device, dtype)
+    return _leaf(Tensor._make(_dispatch.empty(device, shape, dtype), device, dtype), requires_grad)
 
 
-def full(size, fill_value, dtype=None, device=None) -> Tensor:
+def full(size, fill_value, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
     """A tensor filled with ``fill_value`` (its dtype inferred from the value by default).
 
     Raises:
@@ -300,15 +310,15 @@ def full(size, fill_value, dtype=None, device=None) -> Tensor:
         fill_value = _dtype.storable_value(fill_value, _dtype.to_dtype(dtype), "full")
     out = empty(*_shape((size,) if isinstance(size, int) else (size,)), dtype=dtype,
                 device=device)
-    return out.fill_(fill_value)
+    return _leaf(out.fill_(fill_value), requires_grad)
 
 
-def zeros(*size, dtype=None, device=None) -> Tensor:
-    return empty(*size, dtype=dtype, device=device).fill_(0)
+def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _leaf(empty(*size, dtype=dtype, device=device).fill_(0), requires_grad)
 
 
-def ones(*size, dtype=None, device=None) -> Tensor:
-    return empty(*size, dtype=dtype, device=device).fill_(1)
+def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    return _leaf(empty(*size, dtype=dtype, device=device).fill_(1), requires_grad)
 
 
 def _like(other: Tensor, dtype, device):
@@ -318,24 +328,25 @@ def _like(other: Tensor, dtype, device):
             other.device if device is None else device)
 
 
-def empty_like(other: Tensor, dtype=None, device=None) -> Tensor:
+def empty_like(other: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
     dtype, device = _like(other, dtype, device)
-    return empty(other.shape, dtype=dtype, device=device)
+    return _leaf(empty(other.shape, dtype=dtype, device=device), requires_grad)
 
 
-def zeros_like(other: Tensor, dtype=None, device=None) -> Tensor:
+def zeros_like(other: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
     dtype, device = _like(other, dtype, device)
-    return zeros(other.shape, dtype=dtype, device=device)
+    return _leaf(zeros(other.shape, dtype=dtype, device=device), requires_grad)
 
 
-def ones_like(other: Tensor, dtype=None, device=None) -> Tensor:
+def ones_like(other: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
     dtype, device = _like(other, dtype, device)
-    return ones(other.shape, dtype=dtype, device=device)
+    return _leaf(ones(other.shape, dtype=dtype, device=device), requires_grad)
 
 
-def full_like(other: Tensor, fill_value, dtype=None, device=None) -> Tensor:
+def full_like(other: Tensor, fill_value, dtype=None, device=None, *,
+              requires_grad: bool = False) -> Tensor:
     dtype, device = _like(other, dtype, device)
-    return full(other.shape, fill_value, dtype=dtype, device=device)
+    return _leaf(full(other.shape, fill_value, dtype=dtype, device=device), requires_grad)
 
 
 _REAL_SCALARS = (int, float, np.integer, np.floating, np.bool_)
@@ -369,7 +380,8 @@ def _generated(shape, dtype, device, name, make):
     return out
 
 
-def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
+def arange(start, end=None, step=1, dtype=None, device=None, *,
+           requires_grad: bool = False) -> Tensor:
     """Values from ``start`` (inclusive) to ``end`` (exclusive) by ``step``; each may be a
     number or a 0-d tensor (read on the host). The dtype is int64 when all three are
     integral, else the default dtype, as in PyTorch.
@@ -407,10 +419,11 @@ def arange(start, end=None, step=1, dtype=None, device=None) -> Tensor:
             out[...] = xp.arange(start, start + count * step, step, dtype=np.int64)
         else:
             out[...] = xp.arange(count, dtype=np.float64) * step + start
-    return _generated((count,), dtype, device, "arange", make)
+    return _leaf(_generated((count,), dtype, device, "arange", make), requires_grad)
 
 
-def linspace(start, end, steps: int, dtype=None, device=None) -> Tensor:
+def linspace(start, end, steps: int, dtype=None, device=None, *,
+             requires_grad: bool = False) -> Tensor:
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive (numbers or
     0-d tensors, read on the host). The dtype is the default dtype, or the default
     complex dtype (complex64) when ``start`` or ``end`` is complex, as in PyTorch.
@@ -435,8 +448,8 @@ def linspace(start, end, steps: int, dtype=None, device=None) -> Tensor:
                                f"{_dtype.to_dtype(dtype).name}; pass a complex dtype")
     dtype = _dtype.get_default_dtype() if dtype is None else dtype
     if isinstance(start, _REAL_SCALARS) and isinstance(end, _REAL_SCALARS):
-        return _generated((steps,), dtype, device, "linspace", lambda xp, out: out.__setitem__(
-            Ellipsis, xp.linspace(start, end, steps)))
+        return _leaf(_generated((steps,), dtype, device, "linspace", lambda xp, out: (
+            out.__setitem__(Ellipsis, xp.linspace(start, end, steps)))), requires_grad)
     start, end = complex(start), complex(end)
 
     def complex_linspace(xp, out):   # CuPy's linspace takes no complex bounds
@@ -445,11 +458,12 @@ def linspace(start, end, steps: int, dtype=None, device=None) -> Tensor:
             values = start + xp.arange(steps, dtype=np.float64) * step
             values[-1] = end
             out[...] = values
-    return _generated((steps,), dtype, device, "linspace", complex_linspace)
+    return _leaf(_generated((steps,), dtype, device, "linspace", complex_linspace), requires_grad)
 
 
-def eye(n: int, m: int | None = None, dtype=None, device=None) -> Tensor:
+def eye(n: int, m: int | None = None, dtype=None, device=None, *,
+        requires_grad: bool = False) -> Tensor:
     """A 2-D tensor with ones on the diagonal."""
     m = n if m is None else m
-    return _generated((n, m), dtype, device, "eye",
-                      lambda xp, out: out.__setitem__(Ellipsis, xp.eye(n, m)))
+    return _leaf(_generated((n, m), dtype, device, "eye",
+                      lambda xp, out: out.__setitem__(Ellipsis, xp.eye(n, m))), requires_grad)

@@ -25,6 +25,7 @@ from . import (
     reductions as _reductions,
     views as _views,
 )
+from . import autograd as _autograd
 from .tensor import Tensor
 
 _ALIASES = {  # PyTorch's alternative names
@@ -97,9 +98,18 @@ def sub(input, other, *, alpha=1, out: Tensor | None = None) -> Tensor:
 
 
 def add_(input, other, *, alpha=1) -> Tensor:
-    if alpha == 1:   # the eager hot path: one frame less
-        return _ops.binary("add", input, other, out=input)
+    if input._ag is None and (other.__class__ is not Tensor or other._ag is None):
+        if alpha == 1:   # the eager hot path: one frame less
+            return _ops.binary("add", input, other, out=input)
+        return add(input, other, alpha=alpha, out=input)
+    return _autograd.dispatch("add", _add_into, (input, other), {"alpha": alpha}, True)
+
+
+def _add_into(input, other, *, alpha=1) -> Tensor:
     return add(input, other, alpha=alpha, out=input)
+
+
+add_._tp_differentiable = "add"   # type: ignore[attr-defined]   # checks autograd state inline
 
 
 def sub_(input, other, *, alpha=1) -> Tensor:

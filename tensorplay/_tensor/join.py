@@ -14,7 +14,8 @@ import functools
 
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
-from . import elementwise as _ops
+from . import autograd as _autograd, elementwise as _ops
+from .autograd import grad_mode as _grad_mode
 from . import indexing as _indexing
 from . import transfer as _transfer
 from .tensor import Tensor, _normalize_dim
@@ -180,6 +181,9 @@ def where(condition, input=None, other=None) -> Tensor:
     Raises:
         TypeError: a condition that is not a bool tensor.
     """
+    if _grad_mode.enabled and ((input.__class__ is Tensor and input._ag is not None) or (
+            other.__class__ is Tensor and other._ag is not None)):
+        return _autograd.dispatch("where", where, (condition, input, other), {})
     condition = _tensor_arg(condition, "where", "condition")
     if input is None and other is None:
         return _indexing.nonzero(condition, as_tuple=True)
@@ -197,6 +201,9 @@ def _where(xp, condition, first, second):
 def _promote_values(operands) -> _dtype.dtype:
     """``where``'s result dtype: its two values promoted; the bool condition takes no part."""
     return _dtype.result_type(*operands[1:])
+
+
+where._tp_differentiable = "where"   # type: ignore[attr-defined]   # checks autograd inline
 
 
 def tensor_where(self, condition, other) -> Tensor:

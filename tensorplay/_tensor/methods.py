@@ -19,6 +19,7 @@ from . import (
     indexing as _indexing,
     join as _join,
     linalg as _linalg,
+    normalization as _normalization,
     pointwise as _pointwise,
     random as _random,
     reductions as _reductions,
@@ -29,53 +30,116 @@ from . import (
     transfer as _transfer,
     views as _views,
 )
+from . import autograd as _autograd, derivatives as _derivatives
 from .tensor import Tensor
+
+_dispatch = _autograd.dispatch
+
+
+# The operator and elementwise method factories check autograd state inline (one slot read
+# per operand) instead of through a wrapper, so a warm eager op enters no extra Python frame.
+def _binary_fn(op: str):
+    def function(input, other) -> Tensor:
+        return _ops.binary(op, input, other)
+    function.__name__ = op
+    return function
+
+
+def _binary_inplace_fn(op: str):
+    def function(input, other) -> Tensor:
+        return _ops.binary(op, input, other, out=input)
+    function.__name__ = f"{op}_"
+    return function
+
+
+def _unary_fn(op: str):
+    def function(input) -> Tensor:
+        return _ops.unary(op, input)
+    function.__name__ = op
+    return function
+
+
+def _unary_inplace_fn(op: str):
+    def function(input) -> Tensor:
+        return _ops.unary(op, input, out=input)
+    function.__name__ = f"{op}_"
+    return function
 
 
 def _binary_method(op: str):
+    fn = _binary_fn(op)
+
     def method(self, other) -> Tensor:
-        return _ops.binary(op, self, other)
+        if self._ag is None and (other.__class__ is not Tensor or other._ag is None):
+            return _ops.binary(op, self, other)
+        return _dispatch(op, fn, (self, other), {})
     method.__name__ = op
+    method._tp_differentiable = op
     return method
 
 
 def _compare_method(op: str):
+    fn = _binary_fn(op)
+
     def method(self, other) -> Tensor:
         try:
-            return _ops.binary(op, self, other)
+            if self._ag is None and (other.__class__ is not Tensor or other._ag is None):
+                return _ops.binary(op, self, other)
+            return _dispatch(op, fn, (self, other), {})
         except _ops.UnsupportedOperand:
             # as PyTorch's: Python then tries the other operand's method, else compares by
             # identity (``t == None`` is False, ``t != None`` True, ``t < None`` a TypeError)
             return NotImplemented
     method.__name__ = f"__{op}__"
+    method._tp_differentiable = op
     return method
 
 
 def _reflected_method(op: str):
+    fn = _binary_fn(op)
+
     def method(self, other) -> Tensor:
-        return _ops.binary(op, other, self)
+        if self._ag is None and (other.__class__ is not Tensor or other._ag is None):
+            return _ops.binary(op, other, self)
+        return _dispatch(op, fn, (other, self), {})
     method.__name__ = f"r{op}"
+    method._tp_differentiable = op
     return method
 
 
 def _inplace_method(op: str):
+    fn = _binary_inplace_fn(op)
+
     def method(self, other) -> Tensor:
-        return _ops.binary(op, self, other, out=self)
+        if self._ag is None and (other.__class__ is not Tensor or other._ag is None):
+            return _ops.binary(op, self, other, out=self)
+        return _dispatch(op, fn, (self, other), {}, True)
     method.__name__ = f"{op}_"
+    method._tp_differentiable = op
     return method
 
 
 def _unary_method(op: str):
+    fn = _unary_fn(op)
+
     def method(self) -> Tensor:
-        return _ops.unary(op, self)
+        if self._ag is None:
+            return _ops.unary(op, self)
+        return _dispatch(op, fn, (self,), {})
     method.__name__ = op
+    method._tp_differentiable = op
     return method
 
 
 def _unary_inplace_method(op: str):
+    fn = _unary_inplace_fn(op)
+
     def method(self) -> Tensor:
-        return _ops.unary(op, self, out=self)
+        if self._ag is None:
+            return _ops.unary(op, self, out=self)
+        return _dispatch(op, fn, (self,), {}, True)
     method.__name__ = f"{op}_"
+    method._tp_differentiable = op
     return method
 
 
@@ -92,12 +156,20 @@ def _pos(self) -> Tensor:
     return self
 
 
+_linalg_matmul = _linalg.matmul   # the plain function: installed below behind autograd's wrapper
+
+
 def _matmul(self, other) -> Tensor:
-    return _linalg.matmul(self, other)
+    if self._ag is None and (other.__class__ is not Tensor or other._ag is None):
+        return _linalg_matmul(self, other)
+    return _dispatch("matmul", _linalg_matmul, (self, other), {})
 
 
 def _rmatmul(self, other) -> Tensor:
-    return _linalg.matmul(other, self)
+    return _dispatch("matmul", _linalg_matmul, (other, self), {})
+
+
+_matmul._tp_differentiable = _rmatmul._tp_differentiable = "matmul"  # type: ignore[attr-defined]
 
 
 def copy_(self, src, non_blocking: bool = False) -> Tensor:
@@ -137,7 +209,10 @@ _METHOD_MODULES = (_transfer, _reductions, _linalg, _activations, _join, _views,
 
 
 def install() -> None:
-    """Install every op method, operator and op property on :class:`Tensor` (once, at import)."""
+    """Install every op method, operator and op property on :class:`Tensor` (once, at import),
+    each differentiable (see :func:`_make_differentiable`), and the autograd surface."""
+    data_model = set(Tensor.__dict__)
+    _make_module_functions_differentiable()
     for dunder, op in _DUNDER.items():
         setattr(Tensor, f"__{dunder}__", _binary_method(op))
         setattr(Tensor, f"__r{dunder}__", _reflected_method(op))
@@ -183,3 +258,70 @@ def install() -> None:
         setattr(Tensor, name, getattr(Tensor, method) if isinstance(method, str) else method)
     Tensor.where = _join.tensor_where   # self is the value, not the condition
     Tensor.flip = _shapes.tensor_flip   # the method takes ints, the function a sequence
+    _make_differentiable([name for name in Tensor.__dict__ if name not in data_model])
+    for name, value in _autograd.TENSOR_SURFACE.items():
+        setattr(Tensor, name, value)
+    for name in _functional.__all__:
+        value = getattr(_functional, name)
+        if callable(value) and not isinstance(value, type) and name not in _NOT_OPS:
+            setattr(_functional, name, _differentiable(value, _changes_its_input(name)))
+
+
+#: functions and methods that read tensors without making one to differentiate
+_NOT_OPS = frozenset({"is_tensor", "is_floating_point", "is_complex", "numel",
+                      "broadcast_shapes", "__repr__", "__pos__", "allclose", "equal"})
+#: op functions that only ``nn.functional`` exports, made differentiable where they live too
+_INTERNAL_OPS = ("linear", "solve", "inv", "linalg_cholesky", "linalg_qr", "linalg_slogdet",
+                 "linalg_svd", "eigh", "lstsq", "matrix_norm", "norm", "pinv", "svdvals",
+                 "vector_norm")
+#: in-place methods whose rule keeps the trailing underscore off under another name
+_INPLACE_RULES = {"copy_": "copy", "fill_": "fill", "zero_": "zero"}
+
+
+def _changes_its_input(name: str) -> bool:
+    """Whether the op of this name changes its first argument (PyTorch's trailing ``_``)."""
+    return name in ("setitem", "__setitem__") or (name.endswith("_") and not name.endswith("__"))
+
+
+def _differentiable(fn, inplace: bool, op: str | None = None):
+    """``fn`` wrapped by ``derivatives.differentiable`` under its rule's name (``op``, else the
+    function's name), unless it already checks autograd state itself."""
+    if getattr(fn, "_tp_differentiable", None) is not None:
+        return fn
+    op = op or getattr(fn, "__name__", "")
+    if inplace and op.endswith("_") and not op.endswith("__"):
+        op = op[:-1]
+    return _derivatives.differentiable(op, fn, inplace)
+
+
+#: the op modules whose public functions are made differentiable where they live, so every
+#: caller (Tensor methods, ``tensorplay.*``, ``nn.functional``, ``linalg``) gets the same one
+_OP_MODULES = _METHOD_MODULES[:-1] + (_normalization,)
+
+
+def _make_module_functions_differentiable() -> None:
+    for module in _OP_MODULES:
+        names = set(getattr(module, "__all__", ())) | set(getattr(module, "TENSOR_METHODS", ()))
+        names |= {name for name in _INTERNAL_OPS if hasattr(module, name)}
+        for name in sorted(names):
+            value = getattr(module, name, None)
+            if callable(value) and not isinstance(value, type) and name not in _NOT_OPS:
+                # linear algebra keeps its own names: its ``norm`` is not the reduction's
+                op = name if module is not _decompositions or name.startswith("linalg_") \
+                    else f"linalg_{name}"
+                setattr(module, name, _differentiable(value, _changes_its_input(name), op))
+
+
+def _make_differentiable(names) -> None:
+    """Route each installed op method through autograd: the method factories above check
+    inline, every other method gets the one wrapper; properties (``T``, ``mT`` ...) too."""
+    for name in names:
+        value = Tensor.__dict__[name]
+        if name in _NOT_OPS:
+            continue
+        if isinstance(value, property):
+            setattr(Tensor, name, property(_differentiable(value.fget, False)))
+            continue
+        if not callable(value):
+            continue
+        setattr(Tensor, name, _differentiable(value, _changes_its_input(name)))

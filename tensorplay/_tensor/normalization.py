@@ -29,7 +29,9 @@ from .._runtime import dispatch as _dispatch
 from .. import _dtype
 from . import activations as _activations
 from . import creation as _creation
+from . import autograd as _autograd
 from . import elementwise as _ops
+from .autograd import grad_mode as _grad_mode
 from . import join as _join
 from . import random as _random
 from . import reductions as _reductions
@@ -171,7 +173,10 @@ def dropout(input: Tensor, p: float, training: bool = True, inplace: bool = Fals
     if not training or p == 0 or input.numel() == 0:
         return input
     out = input if inplace else None
+    recorded = input._ag is not None and _grad_mode.enabled and not inplace
     if p == 1:
+        if recorded:
+            return input * 0
         return _ops.formula("dropout_all", [input], _times_zero, out=out, cache=True)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f'"dropout" is not implemented for {input.dtype.name}: with '
@@ -182,7 +187,19 @@ def dropout(input: Tensor, p: float, training: bool = True, inplace: bool = Fals
                          _dtype.float32)
     _random.uniform_(noise)
     threshold = float(np.float32(p))   # the mask compares float32 uniforms on every dtype
-    return _ops.formula("dropout", [input, noise, threshold, 1.0 / (1.0 - p)], _drop, out=out,
+    if recorded:   # the derivative needs the noise: record the masking as an op of its own
+        return _autograd.dispatch("dropout_masked", dropout_masked,
+                                  (input, noise, threshold, 1.0 / (1.0 - p)), {})
+    return dropout_masked(input, noise, threshold, 1.0 / (1.0 - p), out=out)
+
+
+dropout._tp_differentiable = "dropout"   # type: ignore[attr-defined]   # records itself
+
+
+def dropout_masked(input: Tensor, noise: Tensor, threshold: float, scale: float,
+                   out: Tensor | None = None) -> Tensor:
+    """``input * (noise >= threshold) * scale``: dropout once its uniform noise is drawn."""
+    return _ops.formula("dropout", [input, noise, threshold, scale], _drop, out=out,
                         promote=_input_dtype, cache=True)
 
 

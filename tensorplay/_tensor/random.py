@@ -23,6 +23,7 @@ from .. import _dtype, _philox
 from .._runtime import writes as _writes
 from .._runtime.select import accelerator_backend
 from . import creation as _creation, elementwise as _ops, reductions as _reductions
+from .creation import _leaf
 from .pointwise import lgamma_lanczos
 from .tensor import Tensor
 
@@ -245,16 +246,16 @@ def random_(tensor: Tensor, low: int, high: int, *, generator=None) -> Tensor:
     return _fill(tensor, "randint", _philox.fill_randint, low, high, generator=generator)
 
 
-def rand(*size, dtype=None, device=None, generator=None) -> Tensor:
+def rand(*size, dtype=None, device=None, generator=None, requires_grad: bool = False) -> Tensor:
     """Uniform numbers in ``[0, 1)``."""
-    return uniform_(_creation.empty(*size, dtype=_float_dtype(dtype, "rand"), device=device),
-                    generator=generator)
+    return _leaf(uniform_(_creation.empty(*size, dtype=_float_dtype(dtype, "rand"), device=device),
+                    generator=generator), requires_grad)
 
 
-def randn(*size, dtype=None, device=None, generator=None) -> Tensor:
+def randn(*size, dtype=None, device=None, generator=None, requires_grad: bool = False) -> Tensor:
     """Standard normal numbers."""
-    return normal_(_creation.empty(*size, dtype=_float_dtype(dtype, "randn"), device=device),
-                   generator=generator)
+    return _leaf(normal_(_creation.empty(*size, dtype=_float_dtype(dtype, "randn"), device=device),
+                   generator=generator), requires_grad)
 
 
 def randint(low, high=None, size=None, dtype=None, device=None, generator=None) -> Tensor:
@@ -332,17 +333,17 @@ def initial_seed() -> int:
 
 
 # -- more of PyTorch's random API, built on the philox fills above ---------------------------
-def rand_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+def rand_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform numbers in ``[0, 1)`` with ``input``'s shape (and dtype and device, unless
     given)."""
-    return rand(tuple(input.shape), dtype=input.dtype if dtype is None else dtype,
-                device=input.device if device is None else device)
+    return _leaf(rand(tuple(input.shape), dtype=input.dtype if dtype is None else dtype,
+                device=input.device if device is None else device), requires_grad)
 
 
-def randn_like(input: Tensor, *, dtype=None, device=None) -> Tensor:
+def randn_like(input: Tensor, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Standard normal numbers with ``input``'s shape (and dtype and device, unless given)."""
-    return randn(tuple(input.shape), dtype=input.dtype if dtype is None else dtype,
-                 device=input.device if device is None else device)
+    return _leaf(randn(tuple(input.shape), dtype=input.dtype if dtype is None else dtype,
+                 device=input.device if device is None else device), requires_grad)
 
 
 def randint_like(input: Tensor, low: int = 0, high: int | None = None, *, dtype=None,

@@ -22,7 +22,8 @@ import numpy as np
 
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
-from . import elementwise as _ops
+from . import autograd as _autograd, elementwise as _ops
+from .autograd import grad_mode as _grad_mode
 from .tensor import Tensor, _normalize_dim, layout_of
 
 __all__ = ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "all", "any",
@@ -258,7 +259,12 @@ def _sum_plan(op: str, tensor, dim, keepdim, dtype, reducer: str) -> _SumPlan:
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Sum over ``dim`` (all dims by default). Bool and integer inputs give int64, unless
     ``dtype`` (the dtype the input is cast to first) says otherwise."""
+    if input.__class__ is Tensor and input._ag is not None and _grad_mode.enabled:
+        return _autograd.dispatch("sum", sum, (input, dim, keepdim), {"dtype": dtype})
     return _sum_like("sum", input, dim, keepdim, dtype, "sum")
+
+
+sum._tp_differentiable = "sum"   # type: ignore[attr-defined]   # checks autograd state inline
 
 
 def prod(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:

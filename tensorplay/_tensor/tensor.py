@@ -147,7 +147,7 @@ class Tensor:
        the host (``item``, ``tolist``, ``cpu``) waits for this thread's current stream only.
     """
 
-    __slots__ = ("_data", "_device", "_dtype", "_guard", "_layout", "__weakref__")
+    __slots__ = ("_data", "_device", "_dtype", "_guard", "_layout", "_ag", "__weakref__")
     __array_priority__ = 1000
 
     def __init__(self, *args, **kwargs):
@@ -162,12 +162,14 @@ class Tensor:
         tensor._dtype = dtype if dtype is not None else _dtype.from_numpy_dtype(data.dtype)
         tensor._guard = None
         tensor._layout = None   # interned at its first use as an operand: layout_of
+        tensor._ag = None       # autograd state (autograd.AutogradMeta), made at first need
         return tensor
 
     def __setstate__(self, state) -> None:
         """Unpickling (and ``copy``): the slots as pickled; a tensor pickled by an older version
         has no ``_layout`` and gets one at its first use."""
         self._layout = None
+        self._ag = None   # a copy keeps only a leaf's requires_grad (AutogradMeta.__reduce__)
         for name, value in state[1].items():
             setattr(self, name, value)
 

@@ -25,7 +25,7 @@ FLOORS = (
     ("_runtime", ("tensorplay._runtime",)),
     ("_tensor", ("tensorplay._tensor",)),
     ("accelerator", ("tensorplay.accelerator", "tensorplay.nn", "tensorplay.linalg",
-                     "tensorplay.serialization")),
+                     "tensorplay.serialization", "tensorplay.autograd", "tensorplay.optim")),
     ("compiler", ("tensorplay.compiler",)),
     ("top", ("tensorplay.bench", "tensorplay.__main__", "tensorplay")),
 )

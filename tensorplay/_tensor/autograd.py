@@ -1,0 +1,1078 @@
+"""The tape: reverse-mode automatic differentiation, define-by-run, with PyTorch's semantics.
+
+A tensor takes part in autograd through one slot, ``Tensor._ag``: None for every tensor that
+nothing has asked about (the eager hot path reads that one slot and goes on), else an
+:class:`AutogradMeta` holding ``requires_grad``, ``.grad``, the node that made it
+(``grad_fn``), its version counter (shared with its views) and, for a view, its base and how
+to take the view again from that base.
+
+Every public op reaches :func:`dispatch` when an operand has a meta and grad mode is on. It runs
+the op's forward with grad mode off, then records one :class:`Node` whose rule (the
+derivative table in ``derivatives.py``: one entry per op, formulas by argument name, as in
+PyTorch's ``derivatives.yaml``) maps the output's gradient to the inputs' gradients. Backward
+runs the same public ops forward does, so it is captured into graphs like any other work and
+needs no host synchronization.
+
+Pitfalls, as in PyTorch:
+- an in-place op on a leaf that requires grad raises; an in-place change to a tensor a node
+  saved raises at ``backward`` (version counters);
+- a second ``backward`` through a node whose saved tensors were freed raises unless the first
+  passed ``retain_graph=True``;
+- ``out=`` refuses operands that require grad.
+Unlike PyTorch, a view taken from a tensor *before* it took part in autograd does not know its
+base: an in-place op through such a view is not seen by gradients of the base.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import weakref
+from typing import Any, Callable
+
+from .tensor import Tensor
+
+
+# -- grad mode --------------------------------------------------------------------------------
+class _GradMode(threading.local):
+    enabled = True
+    inference = False
+
+
+grad_mode = _GradMode()
+
+
+def is_grad_enabled() -> bool:
+    """Whether ops record gradients on this thread (True unless inside ``no_grad``)."""
+    return grad_mode.enabled
+
+
+class _ModeContext:
+    """A context manager and a decorator that sets grad mode for its block (or each call)."""
+
+    _enabled = True
+    _inference = False
+
+    def __enter__(self):
+        self._saved = (grad_mode.enabled, grad_mode.inference)
+        grad_mode.enabled = self._enabled
+        grad_mode.inference = self._inference
+        return self
+
+    def __exit__(self, *exc) -> None:
+        grad_mode.enabled, grad_mode.inference = self._saved
+
+    def __call__(self, fn: Callable) -> Callable:
+        enabled, inference = self._enabled, self._inference
+
+        @functools.wraps(fn)
+        def decorated(*args, **kwargs):
+            saved = (grad_mode.enabled, grad_mode.inference)
+            grad_mode.enabled, grad_mode.inference = enabled, inference
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                grad_mode.enabled, grad_mode.inference = saved
+        return decorated
+
+
+class no_grad(_ModeContext):
+    """Ops inside record no gradients (their results do not require grad), as
+    ``torch.no_grad``: ``with tp.no_grad():``, ``@tp.no_grad()`` or ``@tp.no_grad``."""
+
+    _enabled = False
+
+    def __new__(cls, fn: Callable | None = None):
+        self = super().__new__(cls)
+        return self(fn) if fn is not None else self
+
+
+class enable_grad(_ModeContext):
+    """Ops inside record gradients again (inside ``no_grad``), as ``torch.enable_grad``."""
+
+    _enabled = True
+
+    def __new__(cls, fn: Callable | None = None):
+        self = super().__new__(cls)
+        return self(fn) if fn is not None else self
+
+
+class inference_mode(_ModeContext):
+    """``inference_mode(mode=True)``: like :class:`no_grad` (tensorplay keeps no extra
+    bookkeeping that inference mode could skip, so the two behave alike; tensors made inside
+    may later take part in autograd, which PyTorch refuses)."""
+
+    def __init__(self, mode: bool = True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode(mode): mode must be a bool, got "
+                            f"{type(mode).__name__}")
+        self._enabled = not mode
+        self._inference = mode
+
+
+class set_grad_enabled(_ModeContext):
+    """``set_grad_enabled(mode)``: sets grad mode at once (as a plain call) and restores the
+    earlier mode at the end of a ``with`` block; as a decorator, sets it for each call."""
+
+    def __init__(self, mode: bool):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled(mode): mode must be a bool, got "
+                            f"{type(mode).__name__}")
+        self._enabled = mode
+        self._prior = (grad_mode.enabled, grad_mode.inference)
+        grad_mode.enabled = mode
+
+    def __enter__(self):
+        self._saved = self._prior
+        return self
+
+    def __call__(self, fn: Callable) -> Callable:
+        grad_mode.enabled, grad_mode.inference = self._prior   # a decorator changes nothing now
+        return super().__call__(fn)
+
+
+# -- per-tensor state ---------------------------------------------------------------------------
+class _Version:
+    """A version counter, shared by a tensor and its views: in-place ops bump it, and a node
+    checks at backward that the tensors it saved still have the version they had."""
+
+    __slots__ = ("value",)
+
+    def __init__(self):
+        self.value = 0
+
+
+class AutogradMeta:
+    __slots__ = ("requires_grad", "grad", "grad_fn", "output_nr", "version", "base", "view_fn",
+                 "view_version", "hooks", "retains_grad", "accumulator", "is_param",
+                 "__weakref__")
+
+    def __init__(self, requires_grad: bool = False):
+        self.requires_grad = requires_grad
+        self.grad: Tensor | None = None
+        self.grad_fn: Node | None = None
+        self.output_nr = 0
+        self.version = _Version()
+        self.base: Tensor | None = None          # a view's base (the root: never a view)
+        self.view_fn: Callable | None = None     # base -> this view, again
+        self.view_version = 0
+        self.hooks: list | None = None           # leaf tensors' hooks (non-leaf: on the node)
+        self.retains_grad = False
+        self.accumulator = None                  # weakref to this leaf's AccumulateGrad
+        self.is_param = False
+
+    def __reduce__(self):
+        """A pickled or copied tensor keeps whether it is a leaf that requires grad (and a
+        Parameter), never its graph: a computed tensor's copy is a leaf, as in PyTorch."""
+        leaf = self.grad_fn is None and self.base is None
+        return (_restored_meta, (self.requires_grad and leaf, self.is_param))
+
+
+def _restored_meta(requires_grad: bool, is_param: bool) -> AutogradMeta | None:
+    if not (requires_grad or is_param):
+        return None
+    restored = AutogradMeta(requires_grad)
+    restored.is_param = is_param
+    return restored
+
+
+def meta(tensor: Tensor) -> AutogradMeta:
+    """``tensor``'s autograd state, made at first need."""
+    found = tensor._ag
+    if found is None:
+        found = tensor._ag = AutogradMeta()
+    return found
+
+
+def requires_grad(tensor) -> bool:
+    m = tensor._ag if type(tensor) is Tensor else None
+    return m is not None and m.requires_grad
+
+
+def _differentiable_dtype(dtype) -> bool:
+    return dtype.is_floating_point or dtype.is_complex
+
+
+def set_requires_grad(tensor: Tensor, flag: bool) -> None:
+    if not isinstance(flag, bool):
+        raise TypeError(f"requires_grad must be a bool, got {type(flag).__name__}")
+    m = tensor._ag
+    if m is not None and m.grad_fn is not None:
+        if not flag:
+            raise RuntimeError("you can only change requires_grad flags of leaf variables. If "
+                               "you want to use a computed variable in a subgraph that doesn't "
+                               "require differentiation use var_no_grad = var.detach().")
+        return
+    if flag:
+        if tensor._dtype.is_complex:
+            raise RuntimeError(f"requires_grad=True: complex tensors ({tensor._dtype.name}) are "
+                               f"not supported by tensorplay's autograd yet")
+        if not tensor._dtype.is_floating_point:
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients "
+                               f"(got {tensor._dtype.name})")
+    if m is None and not flag:
+        return
+    meta(tensor).requires_grad = flag
+
+
+def detached(tensor: Tensor) -> Tensor:
+    """A new tensor sharing ``tensor``'s memory, outside autograd (``detach()``); it shares the
+    version counter, so in-place changes through it are still seen by nodes that saved it."""
+    out = Tensor._make(tensor._data, tensor._device, tensor._dtype)
+    m = tensor._ag
+    if m is not None:
+        meta(out).version = m.version
+    return out
+
+
+# -- nodes --------------------------------------------------------------------------------------
+class SavedTensor:
+    """A tensor a node keeps for backward: a detached alias (so the node never keeps its own
+    output's graph alive) and the version it had."""
+
+    __slots__ = ("tensor", "version", "expected")
+
+    def __init__(self, tensor: Tensor):
+        m = meta(tensor)
+        self.tensor = Tensor._make(tensor._data, tensor._device, tensor._dtype)
+        self.version = m.version
+        self.expected = m.version.value
+
+    def unpack(self, op: str) -> Tensor:
+        if self.version.value != self.expected:
+            t = self.tensor
+            raise RuntimeError(
+                f"one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: [{t._dtype.name} {list(t.shape)}] is at version "
+                f"{self.version.value}; expected version {self.expected} instead (saved by "
+                f"{op}). Hint: clone the tensor before changing it in place, or change it "
+                f"after backward()")
+        return self.tensor
+
+
+class Node:
+    """One recorded op: ``next_functions`` are the edges to the nodes of its inputs,
+    ``apply(grads)`` maps the gradients of its outputs to those of its inputs."""
+
+    __slots__ = ("op", "rule", "ctx", "next", "input_names", "outputs", "input_meta", "freed",
+                 "pre_hooks", "__weakref__")
+
+    def __init__(self, op: str, rule, ctx, next_edges, input_names, outputs, input_meta=()):
+        self.op = op
+        self.rule = rule
+        self.ctx = ctx
+        self.next = next_edges            # [(node, output_nr) or None] per differentiable input
+        self.input_names = input_names    # [(name, index within a list or None)]
+        self.outputs = outputs            # [(shape, dtype, device)] per output
+        self.input_meta = input_meta      # [(shape, dtype)] per differentiable input
+        self.freed = False
+        self.pre_hooks: dict[int, list] | None = None
+
+    def name(self) -> str:
+        return "".join(part.capitalize() for part in self.op.strip("_").split("_")) + \
+            "Backward0"
+
+    @property
+    def next_functions(self) -> tuple:
+        return tuple((None, 0) if edge is None else edge for edge in self.next)
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object at {id(self):#x}>"
+
+    def register_hook(self, hook: Callable) -> "RemovableHandle":
+        """``hook(grad_inputs, grad_outputs)`` runs after this node's backward (as PyTorch's
+        ``Node.register_hook``); a non-None return replaces ``grad_inputs``."""
+        hooks = self._post_hooks()
+        hooks.append(hook)
+        return RemovableHandle(hooks, hook)
+
+    def _post_hooks(self) -> list:
+        if self.pre_hooks is None:
+            self.pre_hooks = {}
+        return self.pre_hooks.setdefault(-1, [])
+
+    def apply(self, grads: list) -> list:
+        if self.freed:
+            raise RuntimeError(
+                "Trying to backward through the graph a second time (or directly access saved "
+                "tensors after they have already been freed). Saved intermediate values of the "
+                "graph are freed when you call .backward() or autograd.grad(). Specify "
+                "retain_graph=True if you need to backward through the graph a second time or "
+                "if you need to access saved tensors after calling backward.")
+        return self.rule(self, grads)
+
+    def release(self) -> None:
+        """Free what backward needed (saved tensors), as PyTorch does without retain_graph."""
+        if self.ctx is not None and self.ctx.saves_anything():
+            self.freed = True
+            self.ctx = None
+
+
+class RemovableHandle:
+    """What ``register_hook`` returns: ``remove()`` takes the hook away."""
+
+    def __init__(self, hooks: list, hook):
+        self._hooks = hooks
+        self._hook = hook
+
+    def remove(self) -> None:
+        if self._hook in self._hooks:
+            self._hooks.remove(self._hook)
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf: adds the incoming gradient into ``leaf.grad`` (in place once a
+    ``.grad`` exists, so graphs that replay a step keep writing the same tensor)."""
+
+    __slots__ = ("leaf",)
+
+    def __init__(self, leaf: Tensor):
+        super().__init__("accumulate_grad", None, None, [], [], [])
+        self.leaf = leaf
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    @property
+    def variable(self) -> Tensor:
+        return self.leaf
+
+    def apply(self, grads: list) -> list:
+        grad = grads[0]
+        m = meta(self.leaf)
+        for hook in list(m.hooks or ()):
+            result = hook(grad)
+            if result is not None:
+                grad = result
+        if grad is None:
+            return []
+        if m.grad is None:
+            m.grad = grad.clone()   # never an alias: another leaf may have received the same
+        else:
+            m.grad.add_(grad)
+        return []
+
+
+def _accumulator(tensor: Tensor) -> AccumulateGrad:
+    m = meta(tensor)
+    found = m.accumulator() if m.accumulator is not None else None
+    if found is None:
+        found = AccumulateGrad(tensor)
+        m.accumulator = weakref.ref(found)
+    return found
+
+
+class ViewOf(Node):
+    """The node of a view whose base was changed in place after the view was taken: the
+    gradient of the view lands in the matching region of a zero gradient of the base."""
+
+    __slots__ = ("view_fn", "base_shape", "base_dtype", "base_device")
+
+    def __init__(self, base: Tensor, view_fn: Callable):
+        super().__init__("as_strided", None, None, [edge(base)], [("self", None)],
+                         [])
+        self.view_fn = view_fn
+        self.base_shape, self.base_dtype, self.base_device = \
+            base.shape, base._dtype, base._device
+
+    def apply(self, grads: list) -> list:
+        full = _zeros(self.base_shape, self.base_dtype, self.base_device)
+        self.view_fn(full).copy_(grads[0])
+        return [full]
+
+
+class CopySlices(Node):
+    """The node of a base after an in-place op through one of its views: the base's gradient
+    passes through except on the view's region, which goes to the in-place op's node."""
+
+    __slots__ = ("view_fn",)
+
+    def __init__(self, base_edge, op_node: Node, view_fn: Callable, base: Tensor):
+        super().__init__("copy_slices", None, None, [base_edge, (op_node, 0)],
+                         [("self", None), ("view", None)],
+                         [(base.shape, base._dtype, base._device)])
+        self.view_fn = view_fn
+
+    def apply(self, grads: list) -> list:
+        grad = grads[0].clone()
+        region = self.view_fn(grad)
+        through = region.clone()
+        region.zero_()
+        return [grad, through]
+
+
+def edge(tensor: Tensor):
+    """The (node, output_nr) that receives ``tensor``'s gradient, or None."""
+    m = tensor._ag
+    if m is None or not m.requires_grad:
+        return None
+    base = m.base
+    if base is not None and m.view_version != m.version.value:
+        # the base (or a sibling view) changed in place since this view's node was made:
+        # route the view's gradient through the base's current node
+        m.grad_fn = ViewOf(base, m.view_fn)
+        m.output_nr = 0
+        m.view_version = m.version.value
+    if m.grad_fn is not None:
+        return (m.grad_fn, m.output_nr)
+    return (_accumulator(tensor), 0)
+
+
+# -- recording ---------------------------------------------------------------------------------
+class Rule:
+    """One op's derivative: ``grads[name](ctx, grad)`` for each differentiable argument;
+    ``saves``: the arguments (and ``"result"``) the formulas read, checked for in-place changes
+    at backward; ``view``: the op returns a view of its first argument (or a predicate of the
+    arguments saying when it does); ``multi``: the formulas take the list of the outputs'
+    gradients; ``nondiff``: the results never carry a gradient."""
+
+    __slots__ = ("grads", "saves", "view", "multi", "nondiff")
+
+    def __init__(self, grads: dict, saves=(), view=False, multi: bool = False,
+                 nondiff: bool = False):
+        self.grads = grads
+        self.saves = tuple(saves)
+        self.view = view
+        self.multi = multi
+        self.nondiff = nondiff
+
+
+#: op name -> Rule; filled by ``derivatives.py``
+RULES: dict[str, Rule] = {}
+
+
+class Context:
+    """What a formula reads: the op's arguments by name (``ctx.input``, ``ctx.dim`` ...), the
+    first one also as ``ctx.self``, and ``ctx.result`` where the rule saved it; tensors come
+    back detached and version-checked."""
+
+    def __init__(self, op: str, arguments: dict, first: str, saved: dict):
+        self._op = op
+        self._arguments = arguments
+        self._first = first
+        self._saved = saved
+
+    def saves_anything(self) -> bool:
+        return bool(self._saved)
+
+    def __getattr__(self, name: str):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        key = self._first if name == "self" else name
+        saved = self._saved.get(key)
+        if saved is not None:
+            if isinstance(saved, list):
+                return [s.unpack(self._op) for s in saved]
+            return saved.unpack(self._op)
+        try:
+            value = self._arguments[key]
+        except KeyError:
+            raise AttributeError(f"{self._op}: its derivative reads argument {name!r}, "
+                                 f"which the op does not have") from None
+        if isinstance(value, Tensor):
+            return detached(value)
+        return value
+
+    def get(self, name: str, default=None):
+        try:
+            value = getattr(self, name)
+        except AttributeError:
+            return default
+        return default if value is None else value
+
+
+_signatures: dict[Any, inspect.Signature] = {}
+
+
+def _bind(fn, args, kwargs) -> tuple[dict, str]:
+    signature = _signatures.get(fn)
+    if signature is None:
+        signature = _signatures[fn] = inspect.signature(fn)
+    bound = signature.bind(*args, **kwargs)
+    bound.apply_defaults()
+    first = next(iter(signature.parameters))
+    return bound.arguments, first
+
+
+def _tensor_inputs(arguments: dict):
+    """(name, index or None, tensor) of every Tensor argument, lists of tensors included."""
+    for name, value in arguments.items():
+        if type(value) is Tensor:
+            yield name, None, value
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                if type(item) is Tensor:
+                    yield name, index, item
+        elif isinstance(value, dict) and name == "kwargs":
+            for key, item in value.items():
+                if type(item) is Tensor:
+                    yield key, None, item
+
+
+def _any_requires_grad(args, kwargs) -> bool:
+    for value in args:
+        if type(value) is Tensor:
+            m = value._ag
+            if m is not None and m.requires_grad:
+                return True
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                if type(item) is Tensor and item._ag is not None and item._ag.requires_grad:
+                    return True
+    for value in kwargs.values():
+        if type(value) is Tensor and value._ag is not None and value._ag.requires_grad:
+            return True
+    return False
+
+
+def _bump(tensor: Tensor) -> None:
+    m = tensor._ag
+    if m is not None:
+        m.version.value += 1
+
+
+def _check_inplace_target(op: str, tensor: Tensor) -> None:
+    m = tensor._ag
+    if m is None or not grad_mode.enabled:
+        return
+    if m.requires_grad and m.grad_fn is None and m.base is None:
+        raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an "
+                           f"in-place operation. Wrap the change in tensorplay.no_grad() if "
+                           f"it is meant to skip autograd (an optimizer step), or clone first")
+    base = m.base
+    if base is not None and base._ag is not None and base._ag.requires_grad and \
+            base._ag.grad_fn is None and m.requires_grad:
+        raise RuntimeError(f"{op}: a view of a leaf Variable that requires grad is being used "
+                           f"in an in-place operation")
+
+
+def _run(fn: Callable, args: tuple, kwargs: dict):
+    """``fn(*args, **kwargs)`` with grad mode off (an op's forward records nothing inside)."""
+    if not grad_mode.enabled:
+        return fn(*args, **kwargs)
+    grad_mode.enabled = False
+    try:
+        return fn(*args, **kwargs)
+    finally:
+        grad_mode.enabled = True
+
+
+def dispatch(op: str, fn: Callable, args: tuple, kwargs: dict, inplace: bool = False):
+    """Run ``fn(*args, **kwargs)``, an op some operand of which has autograd state, and record
+    it when an operand requires grad and grad mode is on. ``inplace``: the op changes its
+    first argument (its version counter moves on)."""
+    if inplace:
+        _check_inplace_target(op, args[0])
+    rule = RULES.get(op)
+    if not (grad_mode.enabled and _any_requires_grad(args, kwargs)) or (
+            rule is not None and rule.nondiff):
+        result = _run(fn, args, kwargs)
+        if inplace:
+            _bump(args[0])
+        elif rule is not None and _is_view(rule, args):
+            _link_views(args[0], result, fn, args, kwargs)
+        return result
+    if kwargs.get("out") is not None:
+        raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic "
+                           f"differentiation, but one of the arguments requires grad")
+    arguments, first = _bind(fn, args, kwargs)
+    inputs = [(name, index, tensor) for name, index, tensor in _tensor_inputs(arguments)
+              if tensor._ag is not None and tensor._ag.requires_grad]
+    saved: dict = {}
+    if rule is not None:
+        for name in rule.saves:
+            key = first if name == "self" else name
+            value = arguments.get(key)
+            if type(value) is Tensor:
+                # an in-place op's formula reads its first argument as it was before the op
+                saved[key] = SavedTensor(_run(value.clone, (), {}) if inplace and key == first
+                                         else value)
+            elif isinstance(value, (list, tuple)) and value and type(value[0]) is Tensor:
+                saved[key] = [SavedTensor(item) for item in value]
+    next_edges = [edge(tensor) for _, _, tensor in inputs]   # before an in-place op moves them
+    result = _run(fn, args, kwargs)
+    if inplace:
+        _bump(args[0])   # before the result is saved: the saved version is the new one
+    outputs = result if isinstance(result, tuple) else (result,)
+    tensors = [out for out in outputs if type(out) is Tensor]
+    if rule is not None and "result" in rule.saves:
+        saved["result"] = SavedTensor(tensors[0]) if len(tensors) == 1 else \
+            [SavedTensor(t) for t in tensors]
+    ctx = Context(op, arguments, first, saved)
+    node = Node(op, _apply_rule if rule is not None else _not_implemented, ctx, next_edges,
+                [("self" if name == first else name, index) for name, index, _ in inputs],
+                [(t.shape, t._dtype, t._device) for t in tensors],
+                [(t.shape, t._dtype) for _, _, t in inputs])
+    if inplace:
+        _rebase(args[0], node)
+        return result
+    for number, out in enumerate(tensors):
+        if _differentiable_dtype(out._dtype):
+            m = meta(out)
+            m.requires_grad = True
+            m.grad_fn, m.output_nr = node, number
+    if rule is not None and _is_view(rule, args):
+        _link_views(args[0], result, fn, args, kwargs)
+    return result
+
+
+def _is_view(rule: Rule, args: tuple) -> bool:
+    view = rule.view
+    if not view or not args or type(args[0]) is not Tensor:
+        return False
+    return view(args) if callable(view) else True
+
+
+def _rebase(target: Tensor, node: Node) -> None:
+    """After an in-place op recorded as ``node``: ``target``'s gradient now flows through it;
+    for a view, its base's gradient passes the view's region through it too."""
+    m = meta(target)
+    base = m.base
+    m.requires_grad = True
+    if base is None:
+        m.grad_fn, m.output_nr = node, 0
+        return
+    bm = meta(base)
+    base_edge = edge(base)
+    bm.requires_grad = True
+    bm.grad_fn, bm.output_nr = CopySlices(base_edge, node, m.view_fn, base), 0
+    m.grad_fn, m.output_nr = ViewOf(base, m.view_fn), 0
+    m.view_version = m.version.value
+
+
+def _link_views(source: Tensor, result, fn: Callable, args: tuple, kwargs: dict) -> None:
+    """Make each view in ``result`` share ``source``'s version counter and know its base and
+    how to take it again from that base (``view_fn``), for in-place ops through views."""
+    sm = meta(source)
+    base = sm.base if sm.base is not None else source
+    outer = sm.view_fn
+    rest = args[1:]
+    several = isinstance(result, tuple)
+    for number, out in enumerate(result if several else (result,)):
+        if type(out) is not Tensor or out is source:
+            continue
+        om = meta(out)
+        om.version = sm.version
+
+        def view_fn(b, fn=fn, rest=rest, kwargs=kwargs, outer=outer, number=number,
+                    several=several):
+            view = fn(outer(b) if outer is not None else b, *rest, **kwargs)
+            return view[number] if several else view
+        om.base = base
+        om.view_fn = view_fn
+        om.view_version = om.version.value
+
+
+# -- applying rules -----------------------------------------------------------------------------
+def _zeros(shape, dtype, device) -> Tensor:
+    return ops.zeros(shape, dtype=dtype, device=device)
+
+
+class _Ops:
+    """The few ops the engine itself needs (zeros, ones, sum to a shape), handed in by
+    ``derivatives.py``: this module sits below every op module."""
+
+    zeros: Callable
+    ones: Callable
+    sum_to: Callable
+
+
+ops = _Ops()
+
+
+def _apply_rule(node: Node, grads: list) -> list:
+    rule = RULES[node.op]
+    ctx = node.ctx
+    if rule.multi:
+        grad_in = [g if g is not None else _zeros(*out) for g, out in zip(grads, node.outputs)]
+    else:
+        grad_in = grads[0]
+        if grad_in is None:
+            return [None] * len(node.next)
+    results = []
+    cache: dict = {}
+    for (name, index), next_edge, (shape, dtype) in zip(node.input_names, node.next,
+                                                        node.input_meta):
+        if next_edge is None:
+            results.append(None)
+            continue
+        if name not in cache:
+            formula = rule.grads.get(name)
+            if formula is None:
+                raise RuntimeError(f"the derivative of {node.op} with respect to its argument "
+                                   f"{name!r} is not implemented")
+            cache[name] = formula(ctx, grad_in)
+        value = cache[name]
+        value = value[index] if index is not None else value
+        if value is not None:
+            if tuple(value.shape) != tuple(shape):
+                value = ops.sum_to(value, shape)
+            if value._dtype is not dtype:
+                value = value.to(dtype)
+        results.append(value)
+    return results
+
+
+def _not_implemented(node: Node, grads: list) -> list:
+    raise NotImplementedError(f"the derivative for {node.op} is not implemented: "
+                              f"tensorplay's autograd has no rule for it yet (compute it "
+                              f"under tensorplay.no_grad(), or write it with differentiable ops)")
+
+
+# -- the engine ---------------------------------------------------------------------------------
+def _topological(roots) -> list[Node]:
+    order: list[Node] = []
+    seen: set[int] = set()
+    stack = [(node, False) for node, _ in roots]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for next_edge in node.next:
+            if next_edge is not None and id(next_edge[0]) not in seen:
+                stack.append((next_edge[0], False))
+    order.reverse()
+    return order
+
+
+def run_backward(tensors, grad_tensors, retain_graph: bool, inputs=None,
+                 allow_unused: bool = False, accumulate: bool = True):
+    """Backpropagate from ``tensors`` (seeded with ``grad_tensors``); accumulate into the
+    leaves' ``.grad`` (``accumulate``), or return the gradients of ``inputs``."""
+    roots = []
+    for number, tensor in enumerate(tensors):
+        e = edge(tensor)
+        if e is None:
+            raise RuntimeError(f"element {number} of tensors does not require grad and does "
+                               f"not have a grad_fn")
+        roots.append(e)
+    captured: dict[tuple[int, int], Tensor] = {}
+    wanted: dict[tuple[int, int], int] = {}
+    if inputs is not None:
+        for number, tensor in enumerate(inputs):
+            e = edge(tensor)
+            if e is None:
+                raise RuntimeError(f"One of the differentiated Tensors (number {number}) does "
+                                   f"not require grad")
+            wanted[(id(e[0]), e[1])] = number
+    buffers: dict[int, list] = {}
+    for (node, nr), grad in zip(roots, grad_tensors):
+        slot = buffers.setdefault(id(node), [None] * max(len(node.outputs), nr + 1))
+        slot[nr] = grad if slot[nr] is None else slot[nr] + grad
+    order = _topological(roots)
+    previous = grad_mode.enabled
+    grad_mode.enabled = False
+    try:
+        for node in order:
+            grads = buffers.pop(id(node), None)
+            if grads is None:
+                continue
+            if node.pre_hooks:
+                for nr, hooks in node.pre_hooks.items():
+                    if nr < 0 or nr >= len(grads):
+                        continue
+                    for hook in list(hooks):
+                        result = hook(grads[nr])
+                        if result is not None:
+                            grads[nr] = result
+            if wanted:
+                for nr, grad in enumerate(grads):
+                    key = (id(node), nr)
+                    if key in wanted:
+                        captured[key] = grad
+                if isinstance(node, AccumulateGrad):
+                    continue
+            elif isinstance(node, AccumulateGrad) and not accumulate:
+                continue
+            grad_inputs = node.apply(grads)
+            if not retain_graph:
+                node.release()
+            for next_edge, grad in zip(node.next, grad_inputs):
+                if next_edge is None or grad is None:
+                    continue
+                target, nr = next_edge
+                slot = buffers.get(id(target))
+                if slot is None:
+                    slot = buffers[id(target)] = [None] * max(len(target.outputs), nr + 1, 1)
+                slot[nr] = grad if slot[nr] is None else slot[nr] + grad
+    finally:
+        grad_mode.enabled = previous
+    if inputs is None:
+        return None
+    results = []
+    for number, tensor in enumerate(inputs):
+        e = edge(tensor)
+        grad = captured.get((id(e[0]), e[1]))
+        if grad is None and not allow_unused:
+            raise RuntimeError(f"One of the differentiated Tensors (number {number}) appears "
+                               f"to not have been used in the graph. Set allow_unused=True if "
+                               f"this is the desired behavior.")
+        results.append(grad)
+    return tuple(results)
+
+
+def _seed(tensor: Tensor, gradient, op: str) -> Tensor:
+    if gradient is None:
+        if tensor.numel() != 1:
+            raise RuntimeError(f"{op}: grad can be implicitly created only for scalar outputs "
+                               f"(got shape {tuple(tensor.shape)}); pass gradient=")
+        return ops.ones(tensor.shape, dtype=tensor._dtype, device=tensor._device)
+    if not isinstance(gradient, Tensor):
+        raise TypeError(f"{op}: gradient must be a Tensor or None, got "
+                        f"{type(gradient).__name__}")
+    if tuple(gradient.shape) != tuple(tensor.shape):
+        raise RuntimeError(f"{op}: Mismatch in shape: grad_output[0] has a shape of "
+                           f"{tuple(gradient.shape)} and output[0] has a shape of "
+                           f"{tuple(tensor.shape)}.")
+    if gradient._device != tensor._device:
+        raise RuntimeError(f"{op}: gradient is on {gradient._device}, the output on "
+                           f"{tensor._device}")
+    return gradient
+
+
+def backward(tensor: Tensor, gradient=None, retain_graph=None, create_graph: bool = False,
+             inputs=None) -> None:
+    if create_graph:
+        raise NotImplementedError("backward(create_graph=True): higher-order gradients are "
+                                  "not supported by tensorplay's autograd yet")
+    if inputs is not None:
+        raise NotImplementedError("backward(inputs=...) is not supported yet; use "
+                                  "tensorplay.autograd.grad(outputs, inputs)")
+    seed = _seed(tensor, gradient, "backward()")
+    run_backward([tensor], [seed], bool(retain_graph))
+
+
+def backward_many(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False,
+                  inputs=None) -> None:
+    """``tensors[i].backward(grad_tensors[i])`` for every ``i``, in one pass over the graph
+    (``torch.autograd.backward``).
+
+    Raises:
+        RuntimeError: as :meth:`Tensor.backward`; ``grad_tensors`` of another length.
+    """
+    if create_graph:
+        raise NotImplementedError("autograd.backward(create_graph=True): higher-order "
+                                  "gradients are not supported by tensorplay's autograd yet")
+    if inputs is not None:
+        raise NotImplementedError("autograd.backward(inputs=...) is not supported yet; use "
+                                  "tensorplay.autograd.grad(outputs, inputs)")
+    tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
+    if grad_tensors is None:
+        grad_tensors = [None] * len(tensors)
+    elif isinstance(grad_tensors, Tensor):
+        grad_tensors = [grad_tensors]
+    grad_tensors = list(grad_tensors)
+    if len(grad_tensors) != len(tensors):
+        raise RuntimeError(f"autograd.backward: got {len(grad_tensors)} grad_tensors for "
+                           f"{len(tensors)} tensors")
+    seeds = [_seed(t, g, "autograd.backward()") for t, g in zip(tensors, grad_tensors)]
+    run_backward(tensors, seeds, bool(retain_graph))
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
+         allow_unused: bool = False):
+    if create_graph:
+        raise NotImplementedError("autograd.grad(create_graph=True): higher-order gradients "
+                                  "are not supported by tensorplay's autograd yet")
+    single_out = isinstance(outputs, Tensor)
+    outputs = [outputs] if single_out else list(outputs)
+    inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    for value in outputs + inputs:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"autograd.grad: outputs and inputs must be Tensors, got "
+                            f"{type(value).__name__}")
+    if grad_outputs is None:
+        grad_outputs = [None] * len(outputs)
+    elif isinstance(grad_outputs, Tensor):
+        grad_outputs = [grad_outputs]
+    grad_outputs = list(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"autograd.grad: got {len(grad_outputs)} grad_outputs for "
+                           f"{len(outputs)} outputs")
+    seeds = [_seed(out, g, "autograd.grad()") for out, g in zip(outputs, grad_outputs)]
+    return run_backward(outputs, seeds, bool(retain_graph), inputs=inputs,
+                        allow_unused=allow_unused)
+
+
+def register_hook(tensor: Tensor, hook: Callable) -> RemovableHandle:
+    m = tensor._ag
+    if m is None or not m.requires_grad:
+        raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+    if m.grad_fn is None:
+        if m.hooks is None:
+            m.hooks = []
+        m.hooks.append(hook)
+        return RemovableHandle(m.hooks, hook)
+    node = edge(tensor)[0]
+    if node.pre_hooks is None:
+        node.pre_hooks = {}
+    hooks = node.pre_hooks.setdefault(m.output_nr, [])
+    hooks.append(hook)
+    return RemovableHandle(hooks, hook)
+
+
+def retain_grad(tensor: Tensor) -> None:
+    m = tensor._ag
+    if m is None or not m.requires_grad:
+        raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+    if m.grad_fn is None or m.retains_grad:
+        return
+    m.retains_grad = True
+    ref = weakref.ref(tensor)
+
+    def keep(grad):
+        owner = ref()
+        if owner is not None:
+            om = meta(owner)
+            om.grad = grad.clone() if om.grad is None else om.grad + grad
+    register_hook(tensor, keep)
+
+
+__all__ = ["AutogradMeta", "Node", "RULES", "Rule", "backward", "dispatch", "enable_grad",
+           "grad", "grad_mode", "inference_mode", "is_grad_enabled", "no_grad", "register_hook",
+           "set_grad_enabled"]
+
+
+# -- the Tensor surface (installed by methods.py) -------------------------------------------------
+def _get_requires_grad(self: Tensor) -> bool:
+    m = self._ag
+    return m is not None and m.requires_grad
+
+
+def _set_requires_grad(self: Tensor, flag: bool) -> None:
+    set_requires_grad(self, flag)
+
+
+def requires_grad_(self: Tensor, requires_grad: bool = True) -> Tensor:
+    """Set whether autograd records ops on this (leaf) tensor; returns the tensor.
+
+    Raises:
+        RuntimeError: for an integer, bool or complex tensor, or for turning it off on a
+            tensor computed from others (use ``detach()``).
+    """
+    set_requires_grad(self, requires_grad)
+    return self
+
+
+def _get_grad(self: Tensor) -> Tensor | None:
+    m = self._ag
+    return None if m is None else m.grad
+
+
+def _set_grad(self: Tensor, value) -> None:
+    if value is not None:
+        if not isinstance(value, Tensor):
+            raise TypeError(f"assigned grad expected to be a Tensor or None but got grad of "
+                            f"type {type(value).__name__}")
+        if value._dtype is not self._dtype:
+            raise RuntimeError(f"assigned grad has data of a different type: "
+                               f"{value._dtype.name}, the tensor is {self._dtype.name}")
+        if value._device != self._device:
+            raise RuntimeError(f"assigned grad has data located on a different device: "
+                               f"{value._device}, the tensor is on {self._device}")
+        if tuple(value.shape) != tuple(self.shape):
+            raise RuntimeError(f"assigned grad has data of a different size: "
+                               f"{tuple(value.shape)}, the tensor is {tuple(self.shape)}")
+    if value is None and self._ag is None:
+        return
+    meta(self).grad = value
+
+
+def _get_grad_fn(self: Tensor):
+    m = self._ag
+    if m is None or not m.requires_grad:
+        return None
+    if m.base is not None and m.grad_fn is not None:
+        return edge(self)[0]
+    return m.grad_fn
+
+
+def _is_leaf(self: Tensor) -> bool:
+    m = self._ag
+    return m is None or not m.requires_grad or (m.grad_fn is None)
+
+
+def _version(self: Tensor) -> int:
+    m = self._ag
+    return 0 if m is None else m.version.value
+
+
+def detach(self: Tensor) -> Tensor:
+    """A new tensor sharing this one's memory, outside autograd (no grad_fn, does not require
+    grad). In-place changes through it are seen by backward's version checks."""
+    return detached(self)
+
+
+def detach_(self: Tensor) -> Tensor:
+    """Make this tensor a leaf that does not require grad (in place); returns it.
+
+    Raises:
+        RuntimeError: for a view (detach the base, or use ``detach()``).
+    """
+    m = self._ag
+    if m is None:
+        return self
+    if m.base is not None and m.requires_grad:
+        raise RuntimeError("Can't detach views in-place. Use detach() instead.")
+    m.requires_grad = False
+    m.grad_fn = None
+    return self
+
+
+def tensor_backward(self: Tensor, gradient=None, retain_graph=None, create_graph: bool = False,
+                    inputs=None) -> None:
+    """Accumulate the gradient of this tensor with respect to the leaves into their ``.grad``.
+
+    ``gradient`` is required unless the tensor has one element. Gradients add into existing
+    ``.grad`` tensors (in place, so a captured step keeps writing the same tensor); zero them
+    between steps (``optimizer.zero_grad()``). Without ``retain_graph=True`` the saved tensors
+    are freed and a second backward through the same nodes raises.
+
+    Raises:
+        RuntimeError: the tensor does not require grad; a non-scalar without ``gradient``; a
+            tensor saved for backward was changed in place since; a second backward through
+            freed buffers.
+        NotImplementedError: ``create_graph=True`` (higher-order gradients), or an op without a
+            derivative.
+    """
+    backward(self, gradient, retain_graph, create_graph, inputs)
+
+
+def tensor_register_hook(self: Tensor, hook: Callable) -> RemovableHandle:
+    """``hook(grad)`` runs when this tensor's gradient is computed; a non-None return replaces
+    the gradient. Returns a handle whose ``remove()`` takes the hook away."""
+    return register_hook(self, hook)
+
+
+def tensor_retain_grad(self: Tensor) -> None:
+    """Keep this non-leaf tensor's gradient in ``.grad`` at the next backward."""
+    retain_grad(self)
+
+
+def _retains_grad(self: Tensor) -> bool:
+    m = self._ag
+    return m is not None and m.retains_grad
+
+
+TENSOR_SURFACE = {
+    "requires_grad": property(_get_requires_grad, _set_requires_grad,
+                              doc="Whether autograd records ops on this tensor."),
+    "grad": property(_get_grad, _set_grad,
+                     doc="The gradient accumulated by backward (None until then)."),
+    "grad_fn": property(_get_grad_fn, doc="The node that made this tensor (None for leaves)."),
+    "is_leaf": property(_is_leaf, doc="True unless computed by a recorded op."),
+    "retains_grad": property(_retains_grad),
+    "_version": property(_version),
+    "requires_grad_": requires_grad_,
+    "detach": detach,
+    "detach_": detach_,
+    "backward": tensor_backward,
+    "register_hook": tensor_register_hook,
+    "retain_grad": tensor_retain_grad,
+}

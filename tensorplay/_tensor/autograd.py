@@ -607,8 +607,11 @@ def dispatch(op: str, fn: Callable, args: tuple, kwargs: dict, inplace: bool = F
     if inplace:
         _rebase(args[0], node)
         return result
+    given = {id(tensor) for _, _, tensor in inputs}
     for number, out in enumerate(tensors):
-        if _differentiable_dtype(out._dtype):
+        # an op may hand back its input itself (``to`` its own dtype, ``contiguous``): that
+        # tensor keeps its own history
+        if _differentiable_dtype(out._dtype) and id(out) not in given:
             m = meta(out)
             m.requires_grad = True
             m.grad_fn, m.output_nr = node, number

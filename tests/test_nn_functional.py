@@ -95,8 +95,10 @@ def test_reachable_as_tp_nn_functional():
     import tensorplay.nn as nn
     assert tp.nn is nn and tp.nn.functional is F
     assert tp.nn.functional.gelu is F.gelu
-    assert sorted(F.__all__) == sorted(["linear", "relu", "gelu", "silu", "softmax",
-                                        "log_softmax", "layer_norm", "dropout", "one_hot"])
+    assert sorted(F.__all__) == sorted([
+        "linear", "relu", "gelu", "silu", "softmax", "log_softmax", "layer_norm", "dropout",
+        "one_hot", "embedding", "tanh", "sigmoid", "logsigmoid", "mse_loss", "l1_loss",
+        "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits"])
     for name in F.__all__:
         assert callable(getattr(F, name)) and getattr(F, name).__doc__
 

@@ -17,9 +17,9 @@ supported yet and says so.
 from __future__ import annotations
 
 from ._tensor.autograd import (
-    Node, backward_many as backward, enable_grad, grad, inference_mode, is_grad_enabled, no_grad,
-    set_grad_enabled,
+    Function, FunctionCtx, Node, backward_many as backward, enable_grad, grad, inference_mode,
+    is_grad_enabled, no_grad, set_grad_enabled,
 )
 
-__all__ = ["Node", "backward", "enable_grad", "grad", "inference_mode", "is_grad_enabled",
-           "no_grad", "set_grad_enabled"]
+__all__ = ["Function", "FunctionCtx", "Node", "backward", "enable_grad", "grad",
+           "inference_mode", "is_grad_enabled", "no_grad", "set_grad_enabled"]

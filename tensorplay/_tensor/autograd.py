@@ -937,9 +937,98 @@ def retain_grad(tensor: Tensor) -> None:
     register_hook(tensor, keep)
 
 
-__all__ = ["AutogradMeta", "Node", "RULES", "Rule", "backward", "dispatch", "enable_grad",
-           "grad", "grad_mode", "inference_mode", "is_grad_enabled", "no_grad", "register_hook",
-           "set_grad_enabled"]
+__all__ = ["AutogradMeta", "Function", "FunctionCtx", "Node", "RULES", "Rule", "backward",
+           "dispatch", "enable_grad", "grad", "grad_mode", "inference_mode", "is_grad_enabled",
+           "no_grad", "register_hook", "set_grad_enabled"]
+
+
+# -- user-defined ops ---------------------------------------------------------------------------
+class FunctionCtx:
+    """What ``Function.forward`` hands to ``backward``: ``save_for_backward(*tensors)`` keeps
+    tensors (version-checked at backward, as PyTorch's), ``saved_tensors`` gives them back,
+    ``needs_input_grad`` says which arguments want a gradient; any other attribute may be set
+    freely."""
+
+    def save_for_backward(self, *tensors) -> None:
+        self._saved = [None if t is None else SavedTensor(t) for t in tensors]
+
+    @property
+    def saved_tensors(self) -> tuple:
+        saved = self.__dict__.get("_saved")
+        if saved is None:
+            return ()
+        if saved is _FREED:
+            raise RuntimeError("Trying to backward through the graph a second time (or "
+                               "directly access saved tensors after they have already been "
+                               "freed); specify retain_graph=True on the first backward")
+        return tuple(None if s is None else s.unpack(self._name) for s in saved)
+
+    def saves_anything(self) -> bool:
+        saved = self.__dict__.get("_saved")
+        return bool(saved) and saved is not _FREED
+
+
+_FREED: list = []
+
+
+class _FunctionNode(Node):
+    __slots__ = ("function", "positions")
+
+    def __init__(self, function, ctx, next_edges, positions, outputs):
+        super().__init__(function.__name__, None, ctx, next_edges,
+                         [("self", None)] * len(next_edges), outputs)
+        self.function = function
+        self.positions = positions
+
+    def name(self) -> str:
+        return f"{self.function.__name__}Backward"
+
+    def apply(self, grads: list) -> list:
+        grads = [g if g is not None else _zeros(*out) for g, out in zip(grads, self.outputs)]
+        results = self.function.backward(self.ctx, *grads)
+        if not isinstance(results, tuple):
+            results = (results,)
+        return [results[position] if position < len(results) else None
+                for position in self.positions]
+
+    def release(self) -> None:
+        if self.ctx.saves_anything():
+            self.ctx._saved = _FREED
+
+
+class Function:
+    """A differentiable op written by hand, as ``torch.autograd.Function``: subclass it with
+    static ``forward(ctx, *args)`` and ``backward(ctx, *grad_outputs)`` (one gradient or None
+    per argument of ``forward``), and call ``MyOp.apply(*args)``. ``forward`` runs with grad mode
+    off; its tensor outputs get this op as their ``grad_fn`` when an argument requires grad."""
+
+    @staticmethod
+    def forward(ctx, *args):
+        raise NotImplementedError("subclasses of Function must implement forward(ctx, ...)")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("subclasses of Function must implement backward(ctx, ...)")
+
+    @classmethod
+    def apply(cls, *args):
+        ctx = FunctionCtx()
+        ctx._name = cls.__name__
+        ctx.needs_input_grad = tuple(requires_grad(a) for a in args)
+        result = _run(cls.forward, (ctx,) + args, {})
+        if not (grad_mode.enabled and any(ctx.needs_input_grad)):
+            return result
+        outputs = result if isinstance(result, tuple) else (result,)
+        tensors = [out for out in outputs if type(out) is Tensor]
+        positions = [k for k, needed in enumerate(ctx.needs_input_grad) if needed]
+        node = _FunctionNode(cls, ctx, [edge(args[k]) for k in positions], positions,
+                             [(t.shape, t._dtype, t._device) for t in tensors])
+        for number, out in enumerate(tensors):
+            if _differentiable_dtype(out._dtype):
+                m = meta(out)
+                m.requires_grad = True
+                m.grad_fn, m.output_nr = node, number
+        return result
 
 
 # -- the Tensor surface (installed by methods.py) -------------------------------------------------

@@ -20,6 +20,7 @@ from .._runtime import capture as _capture, state as _state
 from . import _streams
 from ._streams import Event, Stream
 from .graphs import Graph, graph_pool_handle, is_current_stream_capturing
+from .graphed import make_graphed_callables
 from .memory import (
     empty_cache,
     empty_host_cache,
@@ -37,7 +38,8 @@ from . import memory, random  # noqa: F401
 __all__ = [
     "current_accelerator", "current_device_index", "device_count", "get_device_capability",
     "is_available", "set_device_index", "synchronize", "device_index", "current_stream",
-    "set_stream", "Graph", "graph_pool_handle", "is_current_stream_capturing", "Stream", "Event",
+    "set_stream", "Graph", "graph_pool_handle", "is_current_stream_capturing",
+    "make_graphed_callables", "Stream", "Event",
     "empty_cache", "empty_host_cache", "get_memory_info", "max_memory_allocated",
     "max_memory_reserved", "memory_allocated", "memory_reserved", "memory_stats",
     "reset_accumulated_memory_stats", "reset_peak_memory_stats", "memory", "random",

@@ -8,10 +8,11 @@
 # skinny: the matmul/compile/nn tests on cuda and the MLP device probe
 # devprobe: the MLP's device time per piece, the eager-op probe and the MLP profile
 # probe: the control-flow and eager probes (where the per-step and per-op host time goes)
-# verify: the torch differential scripts beside the conformance suite (four processes)
+# verify: the conformance suite in four processes (tests/torch_differential, the checks against
+#   torch, among them)
 # launch: the eager probe, the bench's eager table, the MLP device probe and profile on a quiet
 #   machine, then verify
-# last: the bench, the torch differential scripts (one tarball) and the conformance suite
+# last: the bench and the conformance suite (the torch differential tests among them)
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
@@ -54,12 +55,9 @@ if [ "$what" = matmul ] || [ "$what" = all ] || [ "$what" = check ]; then
   timeout 120 python3 benchmarks/profile_mlp.py > "$OUT/profile_mlp.txt" 2>&1; head -60 "$OUT/profile_mlp.txt"
 fi
 if [ "$what" = matmul ]; then
-  timeout 60 python3 benchmarks/torch_semantics_matmul.py > "$OUT/torch_semantics_matmul.txt" 2>&1
-  cat "$OUT/torch_semantics_matmul.txt"
-  [ -f benchmarks/torch_check_nn.py ] && timeout 120 python3 benchmarks/torch_check_nn.py \
-    > "$OUT/torch_check_nn.txt" 2>&1; tail -30 "$OUT/torch_check_nn.txt"
   timeout 400 python3 -m pytest -q -p no:cacheprovider --timeout=60 tests/internals/test_cuda_matmul.py \
-    tests/internals/test_cuda_elementwise.py tests/test_tensor_matmul.py tests/compiler tests/test_nn_functional.py tests/test_tensor_ops.py "$@" \
+    tests/internals/test_cuda_elementwise.py tests/test_tensor_matmul.py tests/compiler tests/test_nn_functional.py tests/test_tensor_ops.py \
+    tests/torch_differential/test_torch_nn.py tests/torch_differential/test_torch_probes.py "$@" \
     > "$OUT/matmul_tests.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/matmul_tests.log" | head -60; tail -3 "$OUT/matmul_tests.log"
 fi
@@ -86,15 +84,8 @@ if [ "$what" = launch ]; then
     && rm -f "$OUT/eager_probe.txt" "$OUT/mlp_device_probe.txt" "$OUT/profile_mlp.txt"
 fi
 if [ "$what" = verify ] || [ "$what" = launch ]; then
-  # The differential scripts (one tarball) run beside the conformance suite, which runs in four
-  # pytest processes over disjoint test files (the card has room; one process takes ~8 minutes).
-  mkdir -p /tmp/tp_checks
-  ( timeout 90 python3 benchmarks/torch_probe_semantics.py > /tmp/tp_checks/torch_probe_semantics.txt 2>&1
-    timeout 90 python3 benchmarks/torch_probe_newuser.py > /tmp/tp_checks/torch_probe_newuser.txt 2>&1
-    for f in benchmarks/torch_check_*.py; do
-      timeout 120 python3 "$f" > "/tmp/tp_checks/$(basename "$f" .py).txt" 2>&1
-    done ) &
-  checks=$!
+  # The conformance suite, the differential tests against torch among it, runs in four pytest
+  # processes over disjoint test files (the card has room; one process would take ~8 minutes).
   python3 - <<'PY' > /tmp/tp_shards.txt
 import os
 files = sorted((os.path.getsize(os.path.join(d, f)), os.path.join(d, f))
@@ -117,22 +108,11 @@ PY
     > "$OUT/conformance_cuda.log"
   grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -60
   for j in 0 1 2 3; do tail -1 "/tmp/tp_shard$j.log"; done
-  for f in /tmp/tp_checks/*.txt; do echo "$(basename "$f"): $(tail -1 "$f")"; done
-  grep -h "^MISMATCH" /tmp/tp_checks/*.txt | cut -c1-300 | head -40
-  tar -C /tmp -czf "$OUT/torch_checks_h200.tar.gz" tp_checks
 fi
 if [ "$what" = last ]; then
   timeout 150 python3 -m tensorplay bench --json "$OUT/bench_h200.json" --plot "$OUT/bench_h200.png" \
     2>"$OUT/bench_stderr.log" | tee "$OUT/bench_h200.txt" | tail -40
-  mkdir -p /tmp/tp_checks
-  for f in benchmarks/torch_check_*.py; do
-    name=$(basename "$f" .py)
-    timeout 60 python3 "$f" > "/tmp/tp_checks/$name.txt" 2>&1
-    echo "$name exit $?: $(tail -1 "/tmp/tp_checks/$name.txt")"
-  done
-  grep -h "^MISMATCH" /tmp/tp_checks/*.txt | cut -c1-300 | head -40
-  tar -C /tmp -czf "$OUT/torch_checks_h200.tar.gz" tp_checks
-  timeout 320 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
+  timeout 420 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
     tests > "$OUT/conformance_cuda.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -40
   tail -3 "$OUT/conformance_cuda.log"

@@ -125,6 +125,22 @@ def reference(op: str, compute: np.dtype, operands: list, out: np.dtype) -> np.n
             r = 0.5 * a * (1 + erf(a * math.sqrt(0.5)))
         elif op == "gelu_tanh":
             r = 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a * a * a)))
+        elif op == "gelu_backward":
+            r = b * (0.5 * (1 + erf(a * math.sqrt(0.5))) + a * np.exp(-0.5 * a * a)
+                     / math.sqrt(2 * math.pi))
+        elif op == "gelu_tanh_backward":
+            k = math.sqrt(2 / math.pi)
+            t = np.tanh(k * (a + 0.044715 * a ** 3))
+            r = b * (0.5 * (1 + t) + 0.5 * a * (1 - t * t) * k * (1 + 3 * 0.044715 * a * a))
+        elif op == "silu_backward":
+            s = 1 / (1 + np.exp(-a))
+            r = b * s * (1 + a * (1 - s))
+        elif op == "sigmoid_backward":
+            r = b * a * (1 - a)
+        elif op == "tanh_backward":
+            r = b * (1 - a * a)
+        elif op == "relu_backward":
+            r = np.where(a > 0, b, 0).astype(work)
         elif op == "where":
             r = np.where(args[0], args[1], args[2])
         else:

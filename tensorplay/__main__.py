@@ -182,8 +182,16 @@ def bench(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[
               f"tensorplay[cuda], or set TENSORPLAY_ACCELERATOR=sim for the simulated one "
               f"(host times); --eager-only runs the eager table on the host", file=sys.stderr)
         return 2
+    cases = None
+    if args.cases:
+        cases = [name.strip() for name in args.cases.split(",") if name.strip()]
+        known = (*_bench.Suite.CASES, "eager")
+        unknown = [name for name in cases if name not in known]
+        if unknown:
+            parser.error(f"--cases: unknown case(s) {', '.join(unknown)}; the cases are "
+                         f"{', '.join(known)}")
     return _bench.main(json_path=args.json, plot_path=args.plot, eager_only=args.eager_only,
-                       eager_calls=args.eager_calls)
+                       eager_calls=args.eager_calls, cases=cases)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -202,6 +210,9 @@ def main(argv: list[str] | None = None) -> int:
     bench_parser.add_argument("--eager-only", action="store_true",
                               help="run only the eager table (host cost per call of small ops); "
                               "also on a host-only build")
+    bench_parser.add_argument("--cases", metavar="A,B",
+                              help="run only these cases (names as in Suite.CASES, and "
+                              "'eager' for the eager table)")
     bench_parser.add_argument("--eager-calls", metavar="N", type=int,
                               help="calls per timed loop of the eager table (default 2000)")
     args = parser.parse_args(argv)

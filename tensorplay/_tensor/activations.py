@@ -188,6 +188,48 @@ gelu._tp_differentiable = "gelu"   # type: ignore[attr-defined]   # checks autog
 _GELU_RESULT = _only_floating("gelu")
 
 
+# -- derivatives: one kernel each (the composed formulas would launch a dozen) -------------------
+def _gelu_backward(xp, x, grad):
+    cdf = 0.5 * (1 + _erf(xp, x * (1 / math.sqrt(2))))
+    return grad * (cdf + x * xp.exp(-0.5 * x * x) * (1 / math.sqrt(2 * math.pi)))
+
+
+def _gelu_tanh_backward(xp, x, grad):
+    t = xp.tanh(_SQRT_2_OVER_PI * (x + 0.044715 * x * x * x))
+    return grad * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI
+                   * (1 + 3 * 0.044715 * x * x))
+
+
+def _silu_backward(xp, x, grad):
+    s = _sigmoid(xp, x)
+    return grad * s * (1 + x * (1 - s))
+
+
+def _sigmoid_backward(xp, y, grad):
+    return grad * y * (1 - y)
+
+
+def _tanh_backward(xp, y, grad):
+    return grad * (1 - y * y)
+
+
+def _relu_backward(xp, y, grad):
+    return xp.where(y > 0, grad, 0)
+
+
+_BACKWARD = {"gelu": _gelu_backward, "gelu_tanh": _gelu_tanh_backward,
+             "silu": _silu_backward, "sigmoid": _sigmoid_backward, "tanh": _tanh_backward,
+             "relu": _relu_backward}
+
+
+def activation_backward(name: str, saved: Tensor, grad: Tensor) -> Tensor:
+    """The gradient of activation ``name`` (``gelu gelu_tanh silu``: ``saved`` is the input;
+    ``sigmoid tanh relu``: ``saved`` is the result) given the output's ``grad``, in one kernel
+    (the backend's ``<name>_backward`` where it has one)."""
+    op = f"{name}_backward"
+    return _apply(op, [saved, grad], _BACKWARD[name], native=op, cache=True)
+
+
 def _softmax_input(op: str, input, dim, dtype):
     tensor = _tensor_arg(input, op, "input")
     if dtype is not None:

@@ -20,7 +20,8 @@ import math
 from typing import Callable
 
 from . import autograd as _ag
-from . import creation as _creation, elementwise as _ops, reductions as _reductions
+from . import activations as _activations, creation as _creation, elementwise as _ops
+from . import reductions as _reductions
 from . import views as _views, join as _join, linalg as _linalg, shapes as _shapes
 from . import decompositions as _decompositions
 from .autograd import RULES, Rule, dispatch
@@ -78,10 +79,6 @@ def _scalar_or(value, fallback):
 
 def _is_tensor(value) -> bool:
     return type(value) is Tensor
-
-
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def rule(names, grads: dict, saves=(), **flags) -> None:
@@ -198,12 +195,12 @@ _UNARY_GRADS: dict[str, Callable] = {
     "atan": lambda c, g: g / (1 + c.self * c.self),
     "sinh": lambda c, g: g * c.self.cosh(),
     "cosh": lambda c, g: g * c.self.sinh(),
-    "tanh": lambda c, g: g * (1 - c.result * c.result),
+    "tanh": lambda c, g: _activations.activation_backward("tanh", c.result, g),
     "asinh": lambda c, g: g / (c.self * c.self + 1).sqrt(),
     "acosh": lambda c, g: g / (c.self * c.self - 1).sqrt(),
     "atanh": lambda c, g: g / (1 - c.self * c.self),
-    "sigmoid": lambda c, g: g * c.result * (1 - c.result),
-    "relu": lambda c, g: g * (c.result > 0),
+    "sigmoid": lambda c, g: _activations.activation_backward("sigmoid", c.result, g),
+    "relu": lambda c, g: _activations.activation_backward("relu", c.result, g),
     "erf": lambda c, g: g * (2 / math.sqrt(math.pi)) * (-(c.self * c.self)).exp(),
     "erfc": lambda c, g: g * (-2 / math.sqrt(math.pi)) * (-(c.self * c.self)).exp(),
     "erfinv": lambda c, g: g * (math.sqrt(math.pi) / 2) * (c.result * c.result).exp(),
@@ -225,20 +222,12 @@ for _name in ("floor", "ceil", "round", "trunc", "sign", "sgn", "fix"):
 
 
 def _silu(c, g):
-    s = c.self.sigmoid()
-    return g * s * (1 + c.self * (1 - s))
+    return _activations.activation_backward("silu", c.self, g)
 
 
 def _gelu(c, g):
-    x = c.self
-    if c.get("approximate", "none") == "tanh":
-        inner = _SQRT_2_OVER_PI * (x + 0.044715 * x * x * x)
-        t = inner.tanh()
-        dinner = _SQRT_2_OVER_PI * (1 + 3 * 0.044715 * x * x)
-        return g * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * dinner)
-    cdf = 0.5 * (1 + (x * (1 / math.sqrt(2.0))).erf())
-    pdf = (-(x * x) * 0.5).exp() * _INV_SQRT_2PI
-    return g * (cdf + x * pdf)
+    name = "gelu_tanh" if c.get("approximate", "none") == "tanh" else "gelu"
+    return _activations.activation_backward(name, c.self, g)
 
 
 rule("silu", {"self": _silu}, saves=("self",))

@@ -34,6 +34,8 @@ from .products import SMALL_SIZE as SMALL_PRODUCT_SIZE
 from .products import products_case
 from .plot import plot
 from .timing import interleaved_loops, time_per_call
+from .training import BATCHES as TRAINING_BATCHES
+from .training import training_step_case
 from .timing import sync as _sync
 
 
@@ -152,9 +154,17 @@ class Suite:
         for row in control_flow_case(self.device, self.small):
             self.add(**row)
 
-    def run(self) -> list[dict]:
-        cases = [self.replay_overhead, self.stage_and_launch, self.eager_op,
-                 self.twenty_kernels, self.products, self.mlp, self.cg, self.control_flow]
+    def training(self) -> None:
+        for batch in TRAINING_BATCHES:
+            for row in training_step_case(self.device, batch, max(self.calls // 20, 10)):
+                self.add(f"MLP 4x512 training step (AdamW, MSE), batch {batch}", **row)
+
+    CASES = ("replay_overhead", "stage_and_launch", "eager_op", "twenty_kernels", "products",
+             "mlp", "training", "cg", "control_flow")
+
+    def run(self, only: list[str] | None = None) -> list[dict]:
+        """Run every case in :attr:`CASES` order (or those named in ``only``)."""
+        cases = [getattr(self, name) for name in self.CASES if only is None or name in only]
         for done, case in enumerate(cases):
             _progress(done, len(cases), case.__name__)
             start = time.perf_counter()
@@ -247,19 +257,24 @@ def _print_run(run: dict) -> None:
 
 
 def main(json_path: str | None = None, plot_path: str | None = None, *,
-         eager_only: bool = False, eager_calls: int | None = None) -> int:
+         eager_only: bool = False, eager_calls: int | None = None,
+         cases: list[str] | None = None) -> int:
     """Run the suite on device 0 of the current accelerator (which must have one), then the
     eager table; print both, and write the run as JSON and a PNG plot when paths are given.
 
     ``eager_only`` runs the eager table alone (also on a host-only build, on the host);
-    ``eager_calls`` sets its calls per timed loop (default :data:`.eager.CALLS`)."""
+    ``eager_calls`` sets its calls per timed loop (default :data:`.eager.CALLS`); ``cases``
+    runs only the named cases of :attr:`Suite.CASES` (and the eager table only if it names
+    ``eager``)."""
     device, device_name = _machine(eager_only)
     small = device.startswith("sim")
     if small:
         print("simulated accelerator: small sizes; these are host times, not GPU times")
-    rows = [] if eager_only else Suite(device, small).run()
-    sys.stderr.write("eager table ...\n")
-    table = eager.eager_table(device, eager_calls or eager.CALLS)
+    rows = [] if eager_only else Suite(device, small).run(cases)
+    table = None
+    if cases is None or "eager" in cases or eager_only:
+        sys.stderr.write("eager table ...\n")
+        table = eager.eager_table(device, eager_calls or eager.CALLS)
     run = {"date": time.strftime("%Y-%m-%d"), "tensorplay": tp.__version__, "device": device,
            "device_name": device_name, "python": platform.python_version(),
            "numpy": np.__version__, "peers": peers.versions(), "simulated": small, "rows": rows,

@@ -28,7 +28,8 @@ I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(np.bool_)
 DTYPES = (F16, BF16, F32, F64, I32, I64, BOOL)
 
 FLOAT_ONLY = ("div", "exp", "log", "sqrt", "sin", "cos", "tanh", "sigmoid", "gelu", "gelu_tanh",
-              "silu", "erf")
+              "silu", "erf", "gelu_backward", "gelu_tanh_backward", "silu_backward",
+              "sigmoid_backward", "tanh_backward", "relu_backward")
 ARITHMETIC = ("add", "sub", "mul", "maximum", "minimum", "neg", "abs", "relu")
 ANY_DTYPE = ("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "where")
 

@@ -88,6 +88,21 @@ _FLOAT_EXPR = {
     "gelu_tanh": "({T})0.5 * a * (({T})1 + tanh{f}(({T})0.79788456080286535588"
                  " * (a + ({T})0.044715 * a * a * a)))",
     "silu": "a / (({T})1 + exp{f}(-a))",
+    # derivatives (a: the op's input, or its result where noted; b: the output's gradient),
+    # one kernel each where the composed formula would launch a dozen
+    "gelu_backward": "b * (({T})0.5 * (({T})1 + erf{f}(a * ({T})0.70710678118654752440))"
+                     " + a * ({T})0.39894228040143267794 * exp{f}(({T})-0.5 * a * a))",
+    "gelu_tanh_backward": "b * (({T})0.5 * (({T})1 + tanh{f}(({T})0.79788456080286535588 * (a"
+                          " + ({T})0.044715 * a * a * a))) + ({T})0.5 * a * (({T})1 - tanh{f}("
+                          "({T})0.79788456080286535588 * (a + ({T})0.044715 * a * a * a)) * "
+                          "tanh{f}(({T})0.79788456080286535588 * (a + ({T})0.044715 * a * a * "
+                          "a))) * ({T})0.79788456080286535588 * (({T})1 + ({T})0.134145 * a * "
+                          "a))",
+    "silu_backward": "b / (({T})1 + exp{f}(-a)) * (({T})1 + a * (({T})1 - ({T})1 / (({T})1 + "
+                     "exp{f}(-a))))",
+    "sigmoid_backward": "b * a * (({T})1 - a)",     # a: the result
+    "tanh_backward": "b * (({T})1 - a * a)",        # a: the result
+    "relu_backward": "(a > ({T})0) ? b : ({T})0",   # a: the result
 }
 _INT_EXPR = {
     "add": "({T})(({U})a + ({U})b)", "sub": "({T})(({U})a - ({U})b)",
@@ -106,6 +121,8 @@ _BOOL_RESULT = frozenset(("eq", "ne", "lt", "le", "gt", "ge", "logical_and", "lo
 _ARITY = {op: 2 for op in ("add", "sub", "mul", "div", "maximum", "minimum", *_BOOL_RESULT)}
 _ARITY.update({op: 1 for op in ("neg", "abs", "exp", "log", "sqrt", "sin", "cos", "tanh",
                                  "erf", "sigmoid", "relu", "gelu", "gelu_tanh", "silu")})
+_ARITY.update({op: 2 for op in ("gelu_backward", "gelu_tanh_backward", "silu_backward",
+                                 "sigmoid_backward", "tanh_backward", "relu_backward")})
 _ARITY["where"] = 3
 
 OPS = tuple(sorted(_ARITY))   #: every op name :func:`kernel_source` knows

@@ -1,0 +1,197 @@
+"""The training-step case: a 4 x 512 GELU MLP trained with AdamW on an MSE loss, float32, at
+batch 8 and 256 (``../shared/workloads/mlp_train_step_peers.py`` defines it): tensorplay eager,
+the whole step (forward, backward, optimizer) captured in one ``Graph``, and ``tp.compile`` of
+the step; against torch eager, torch's whole step in one CUDA graph (capturable AdamW),
+``torch.compile(mode="reduce-overhead")``, and JAX ``jit`` of ``value_and_grad`` plus AdamW at
+JAX's default precision and at ``Precision.HIGHEST``."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+import tensorplay as tp
+
+from . import peers
+from .models import JAX_PRECISIONS
+from .timing import time_per_call
+
+LAYERS, WIDTH = 4, 512
+LR, BETAS, EPS, WEIGHT_DECAY = 1e-3, (0.9, 0.999), 1e-8, 1e-2
+BATCHES = (8, 256)
+
+
+def _initial(batch: int):
+    """The same weights, data and targets for every implementation (NumPy, float32)."""
+    rng = np.random.default_rng(0)
+    weights = [rng.standard_normal((WIDTH, WIDTH), dtype=np.float32) / np.float32(WIDTH ** 0.5)
+               for _ in range(LAYERS)]
+    biases = [np.zeros(WIDTH, np.float32) for _ in range(LAYERS)]
+    x = rng.standard_normal((batch, WIDTH), dtype=np.float32)
+    y = rng.standard_normal((batch, WIDTH), dtype=np.float32)
+    return weights, biases, x, y
+
+
+def tp_training_step(device, batch: int):
+    """``(step, params, optimizer)``: one AdamW step of the MLP, written as a user would; each
+    call zeroes the gradients in place, runs forward and backward, updates, returns the loss."""
+    weights, biases, x, y = _initial(batch)
+    params = []
+    for w, b in zip(weights, biases):
+        params += [tp.tensor(w, device=device, requires_grad=True),
+                   tp.tensor(b, device=device, requires_grad=True)]
+    data, target = tp.tensor(x, device=device), tp.tensor(y, device=device)
+    optimizer = tp.optim.AdamW(params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY)
+    F = tp.nn.functional
+
+    def step():
+        optimizer.zero_grad(set_to_none=False)
+        h = data
+        for i in range(LAYERS):
+            h = F.gelu(h @ params[2 * i] + params[2 * i + 1])
+        loss = F.mse_loss(h, target)
+        loss.backward()
+        optimizer.step()
+        return loss
+    return step, params, optimizer
+
+
+def training_step_case(device: str, batch: int, calls: int):
+    """Rows ``{impl, us[, note]}``: microseconds per training step, every implementation
+    starting from the same weights and data."""
+    sync = tp.accelerator.synchronize
+    step, _, _ = tp_training_step(device, batch)
+    for _ in range(3):
+        step()   # creates the .grad tensors and the optimizer state before any capture
+    yield {"impl": "tensorplay eager", "us": time_per_call(step, sync, calls)}
+    if tp.accelerator.is_available():
+        graph = tp.accelerator.Graph()
+        with graph:
+            step()
+        yield {"impl": "tensorplay whole step in one Graph",
+               "us": time_per_call(graph.replay, sync, calls)}
+    compiled_step = tp.compile(tp_training_step(device, batch)[0])
+    yield {"impl": "tensorplay compile (cudagraphs)", "us": time_per_call(compiled_step, sync,
+                                                                          calls)}
+    torch = peers._torch_cuda()
+    if torch is not None:
+        yield from _torch_rows(torch, batch, calls)
+    if peers._gpu() and peers._module("jax") is not None:
+        yield from _jax_rows(batch, calls)
+
+
+def _torch_model(torch, batch: int, **adamw):
+    weights, biases, x, y = _initial(batch)
+    params = []
+    for w, b in zip(weights, biases):
+        params += [torch.tensor(w, device="cuda", requires_grad=True),
+                   torch.tensor(b, device="cuda", requires_grad=True)]
+    data, target = torch.tensor(x, device="cuda"), torch.tensor(y, device="cuda")
+    optimizer = torch.optim.AdamW(params, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY,
+                                  **adamw)
+    F = torch.nn.functional
+
+    def step():
+        optimizer.zero_grad(set_to_none=False)
+        h = data
+        for i in range(LAYERS):
+            h = F.gelu(h @ params[2 * i] + params[2 * i + 1])
+        loss = F.mse_loss(h, target)
+        loss.backward()
+        optimizer.step()
+        return loss
+    return step, params
+
+
+def _torch_rows(torch, batch: int, calls: int):
+    step, _ = _torch_model(torch, batch, lr=LR)
+    yield {"impl": "torch eager", "us": time_per_call(step, torch.cuda.synchronize, calls)}
+    step, _ = _torch_model(torch, batch, lr=LR, capturable=True)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(3):
+            step()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        step()
+    yield {"impl": "torch whole step in one CUDAGraph",
+           "us": time_per_call(graph.replay, torch.cuda.synchronize, calls)}
+    impl = 'torch.compile(mode="reduce-overhead")'
+    try:
+        step, _ = _torch_model(torch, batch, lr=torch.tensor(LR, device="cuda"), capturable=True)
+        compiled = torch.compile(step, mode="reduce-overhead")
+        for _ in range(10):
+            compiled()
+        torch.cuda.synchronize()
+        yield {"impl": impl, "us": time_per_call(compiled, torch.cuda.synchronize, calls)}
+    except Exception as error:  # noqa: BLE001 - a peer that fails is a note, not a crash
+        with contextlib.suppress(Exception):
+            torch._dynamo.reset()
+        yield {"impl": impl, "us": None,
+               "note": f"skipped: torch.compile failed: {peers.error_text(error)}"}
+
+
+def _jax_rows(batch: int, calls: int):
+    jax = peers._module("jax")
+    if jax.default_backend() not in ("gpu", "cuda"):
+        yield {"impl": JAX_PRECISIONS[0][1], "us": None,
+               "note": f"skipped: JAX's default backend is {jax.default_backend()!r}"}
+        return
+    for precision, impl, note in JAX_PRECISIONS:
+        try:
+            call, sync = _jax_step(jax, batch, precision)
+            call()
+            sync()
+            yield {"impl": impl, "us": time_per_call(call, sync, calls), "note": note}
+        except Exception as error:  # noqa: BLE001 - a peer that fails is a note, not a crash
+            yield {"impl": impl, "us": None,
+                   "note": f"skipped: JAX jit failed: {peers.error_text(error)}"}
+
+
+def _jax_step(jax, batch: int, precision):
+    """``(call, sync)`` of a jitted step: ``value_and_grad`` of the MSE, then AdamW written
+    out (decoupled weight decay, bias correction), the state threaded through."""
+    import jax.numpy as jnp
+
+    weights, biases, x, y = _initial(batch)
+    params = [jax.device_put(a) for pair in zip(weights, biases) for a in pair]
+    data, target = jax.device_put(x), jax.device_put(y)
+    matmul_precision = jax.lax.Precision.HIGHEST if precision == "highest" else None
+
+    def loss_fn(params):
+        h = data
+        for i in range(LAYERS):
+            h = jax.nn.gelu(jnp.matmul(h, params[2 * i], precision=matmul_precision)
+                            + params[2 * i + 1], approximate=False)
+        return jnp.mean((h - target) ** 2)
+
+    @jax.jit
+    def jax_step(params, m, v, t):
+        loss, grads = jax.value_and_grad(loss_fn)(params)
+        t = t + 1
+        b1, b2 = BETAS
+        new_params, new_m, new_v = [], [], []
+        for p, g, mi, vi in zip(params, grads, m, v):
+            p = p * (1 - LR * WEIGHT_DECAY)
+            mi = b1 * mi + (1 - b1) * g
+            vi = b2 * vi + (1 - b2) * g * g
+            step_size = LR / (1 - b1 ** t)
+            denom = jnp.sqrt(vi) / jnp.sqrt(1 - b2 ** t) + EPS
+            new_params.append(p - step_size * mi / denom)
+            new_m.append(mi)
+            new_v.append(vi)
+        return new_params, new_m, new_v, t, loss
+
+    state = {"params": params, "m": [jnp.zeros_like(p) for p in params],
+             "v": [jnp.zeros_like(p) for p in params], "t": jnp.zeros((), jnp.float32)}
+
+    def call():
+        (state["params"], state["m"], state["v"], state["t"],
+         state["loss"]) = jax_step(state["params"], state["m"], state["v"], state["t"])
+
+    def sync():
+        jax.block_until_ready(state["loss"])
+    return call, sync

@@ -409,8 +409,8 @@ def _pointwise_loss(op: str, input, target, reduction: str, size_average, reduce
     input = _tensor(input, op, "input", 1)
     target = _tensor(target, op, "target", 2)
     if tuple(target.shape) != tuple(input.shape):
-        warnings.warn(f"Using a target size ({target.shape}) that is different to the input "
-                      f"size ({input.shape}). This will likely lead to incorrect results due "
+        warnings.warn(f"Using a target size ({target.shape!s}) that is different to the input "
+                      f"size ({input.shape!s}). This will likely lead to incorrect results due "
                       f"to broadcasting. Please ensure they have the same size.", UserWarning,
                       stacklevel=3)
     reduction = _reduction(reduction, size_average, reduce)
@@ -662,8 +662,8 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
                                   7)
     reduction = _reduction(reduction, size_average, reduce)
     if tuple(target.shape) != tuple(input.shape):
-        raise ValueError(f"Target size ({target.shape}) must be the same as input size "
-                         f"({input.shape})")
+        raise ValueError(f"Target size ({target.shape!s}) must be the same as input size "
+                         f"({input.shape!s})")
     _floating("binary_cross_entropy_with_logits", input)
     _floating("binary_cross_entropy_with_logits", target)
     log_sigmoid = _log_sigmoid(input)

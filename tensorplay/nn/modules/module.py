@@ -652,16 +652,16 @@ class Module:
                 continue
             if tuple(value.shape) != tuple(target.shape):
                 error_msgs.append(f"size mismatch for {key}: copying a param with shape "
-                                  f"{value.shape} from checkpoint, the shape in current model "
-                                  f"is {target.shape}.")
+                                  f"{value.shape!s} from checkpoint, the shape in current model "
+                                  f"is {target.shape!s}.")
                 continue
             try:
                 with _autograd.no_grad():
                     target.copy_(value)
             except Exception as error:   # reported with the others, as PyTorch does
                 error_msgs.append(f'While copying the parameter named "{key}", whose '
-                                  f"dimensions in the model are {target.shape} and whose "
-                                  f"dimensions in the checkpoint are {value.shape}, an "
+                                  f"dimensions in the model are {target.shape!s} and whose "
+                                  f"dimensions in the checkpoint are {value.shape!s}, an "
                                   f"exception occurred : {error.args}.")
         if strict:
             for key in state_dict:

@@ -597,6 +597,26 @@ def test_state_made_inside_a_capture_is_refused(dev, cls, options):
 
 
 @requires_accelerator
+@pytest.mark.parametrize("cls,options", CAPTURED[:3], ids=lambda x: getattr(x, "__name__", ""))
+def test_first_step_after_load_state_dict_may_be_captured(dev, cls, options):
+    eager_params, eager_opt, _, eager_step = captured_setup(dev, cls, options)
+    eager_step()
+    params, opt, _, train_step = captured_setup(dev, cls, options)
+    with tp.no_grad():
+        for p, q in zip(params, eager_params):
+            p.copy_(q)
+    opt.load_state_dict(eager_opt.state_dict())
+    graph = tp.accelerator.Graph()
+    with graph:
+        train_step()
+    for _ in range(3):
+        graph.replay()
+        eager_step()
+    for a, b in zip(eager_params, params):
+        np.testing.assert_array_equal(to_numpy(a.detach()), to_numpy(b.detach()))
+
+
+@requires_accelerator
 @pytest.mark.parametrize("cls,options", CAPTURED + [(optim.Adam, {})],
                          ids=lambda x: getattr(x, "__name__", ""))
 def test_step_never_waits_for_the_device(dev, monkeypatch, cls, options):
@@ -680,12 +700,13 @@ def test_a_group_of_mixed_dtypes(device):
     """One group over two dtypes: they share the group's step counts and scalars."""
     params = [tp.ones(2, dtype=dtype, device=device, requires_grad=True)
               for dtype in (tp.float32, tp.float64, tp.float32)]
-    opt = optim.Adam(params, lr=0.1)
+    opt = optim.Adam(params, lr=0.1, weight_decay=0.1)
     for _ in range(3):
         for p in params:
             p.grad = tp.ones_like(p)
         opt.step()
-    expected = reference_adam([np.ones(2)], lambda ps, t: [np.ones(2)], 3, 0.1)[0]
+    expected = reference_adam([np.ones(2)], lambda ps, t: [np.ones(2)], 3, 0.1,
+                              weight_decay=0.1)[0]
     for p in params:
         check_close([to_numpy(p.detach()).astype(np.float64)], [expected], p.dtype)
     assert [opt.state[p]["step"].item() for p in params] == [3, 3, 3]
@@ -713,6 +734,17 @@ def test_a_group_spanning_two_devices(cls):
     check_close(got, expected, tp.float64)
     if cls is not optim.SGD:
         assert [opt.state[p]["step"].device for p in params] == [tp.device(d) for d in devices]
+
+
+def test_amsgrad_switched_on_between_steps(device):
+    p = tp.ones(2, device=device, requires_grad=True)
+    opt = optim.Adam([p], lr=0.1)
+    p.grad = tp.ones_like(p)
+    opt.step()
+    opt.param_groups[0]["amsgrad"] = True
+    opt.step()
+    assert set(opt.state[p]) == {"step", "exp_avg", "exp_avg_sq", "max_exp_avg_sq"}
+    assert opt.state[p]["step"].item() == 2
 
 
 def test_replacing_a_groups_params_or_a_step_tensor(device):

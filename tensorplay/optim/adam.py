@@ -121,7 +121,17 @@ class Adam(Optimizer):
         super().__init__(params, defaults)
 
     def _state_loaded(self) -> None:
+        """Link the loaded step counts to the groups' count vectors now (copies, made while
+        loading), so that even the first step after loading may be captured."""
         self._buckets = {}
+        with no_grad():
+            for group in self.param_groups:
+                where = self._locate(group, check=False)
+                for p in group["params"]:
+                    state = self.state.get(p)
+                    if state and "exp_avg" in state:
+                        bucket, i = where[id(p)]
+                        self._adopt(p, state, bucket, i, group["amsgrad"])
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One Adam step over every parameter whose ``.grad`` is not None (see the class
@@ -134,7 +144,7 @@ class Adam(Optimizer):
         return loss
 
     # -- the step counts --------------------------------------------------------------------
-    def _locate(self, group: dict) -> dict[int, tuple[_Bucket, int]]:
+    def _locate(self, group: dict, check: bool = True) -> dict[int, tuple[_Bucket, int]]:
         """id(param) -> (bucket, slot) for ``group``, rebuilt when its params changed."""
         params = group["params"]
         found = self._buckets.get(id(group))
@@ -142,7 +152,7 @@ class Adam(Optimizer):
                 a is b for a, b in zip(found[1], params)):
             return found[2]
         for p in params:
-            if p.grad is not None:
+            if check and p.grad is not None:
                 refuse_state_in_capture(self, p.device, "the step counts of a group")
         by_device: dict[Any, list[Tensor]] = {}
         for p in params:
@@ -167,7 +177,8 @@ class Adam(Optimizer):
         else:
             old = state.get("step", 0)
             if isinstance(old, Tensor):
-                view.copy_(old.reshape(()))
+                if old is not view:
+                    view.copy_(old.reshape(()))
             else:
                 view.fill_(float(old))
             state["step"] = view
@@ -189,7 +200,8 @@ class Adam(Optimizer):
         for p in work:
             bucket, i = where[id(p)]
             state = self.state[p]
-            if state.get("step") is not bucket.views[i]:
+            if state.get("step") is not bucket.views[i] or (
+                    amsgrad and "max_exp_avg_sq" not in state):
                 self._adopt(p, state, bucket, i, amsgrad)
             buckets.setdefault(id(bucket), (bucket, []))[1].append((p, i))
         for bucket, members in buckets.values():
@@ -224,7 +236,6 @@ class Adam(Optimizer):
         if weight_decay != 0 and self._decoupled:
             decay = 1 - lr * weight_decay if not isinstance(lr, Tensor) else \
                 (lr * -weight_decay).add_(1)
-        one = None
         for p, i in members:
             state = self.state[p]
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
@@ -235,8 +246,7 @@ class Adam(Optimizer):
                 if decay is not None:
                     p.mul_(decay)
                 else:
-                    one = one if one is not None else self._one(p)
-                    g = addcmul(g, p, one, value=weight_decay)
+                    g = addcmul(g, p, self._one(p), value=weight_decay)
             exp_avg.lerp_(g, 1 - beta1)
             exp_avg_sq.mul_(beta2).addcmul_(g, g, value=1 - beta2)
             if amsgrad:

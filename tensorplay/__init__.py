@@ -41,6 +41,7 @@ from ._tensor.autograd import (  # noqa: E402
     enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled,
 )
 from . import nn  # noqa: E402
+from . import optim  # noqa: E402,F401
 from . import linalg  # noqa: E402,F401
 from .compiler import compile  # noqa: E402
 from ._tensor.repr import set_printoptions  # noqa: E402

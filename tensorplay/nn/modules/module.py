@@ -16,6 +16,7 @@ Differences from PyTorch, each forced by tensorplay's data model (see ``paramete
 
 from __future__ import annotations
 
+import copy
 import itertools
 import warnings
 from collections import OrderedDict, namedtuple
@@ -82,6 +83,18 @@ class RemovableHandle:
 
     def __exit__(self, *exc) -> None:
         self.remove()
+
+
+def _cloned(tensor: Tensor) -> Tensor:
+    """A copy of ``tensor`` in new memory on its device, outside autograd; a parameter's copy
+    is a parameter with the same ``requires_grad``."""
+    with _autograd.no_grad():
+        copied = tensor.clone()
+    if is_parameter(tensor):
+        return Parameter(copied, tensor.requires_grad)
+    if tensor.requires_grad and tensor.is_leaf:
+        copied.requires_grad_(True)
+    return copied
 
 
 def _forward_unimplemented(self, *input: Any) -> None:
@@ -372,6 +385,24 @@ class Module:
                 object.__setattr__(self, name, OrderedDict())
         if "_non_persistent_buffers_set" not in self.__dict__:
             object.__setattr__(self, "_non_persistent_buffers_set", set())
+
+    def __deepcopy__(self, memo: dict) -> "Module":
+        """``copy.deepcopy(model)``: every parameter and buffer is cloned on its device (a
+        parameter stays a Parameter with its ``requires_grad``; gradients are not copied, as
+        PyTorch's ``Parameter.__deepcopy__``); tied tensors stay tied in the copy.
+
+        Cloning goes through the device because copying a Tensor's fields copies its array
+        object, which for an accelerator tensor is not memory the device's allocator owns."""
+        for module in self.modules():
+            for table in (module._parameters, module._buffers):
+                for tensor in table.values():
+                    if tensor is not None and id(tensor) not in memo:
+                        memo[id(tensor)] = _cloned(tensor)
+        new = type(self).__new__(type(self))
+        memo[id(self)] = new
+        for name, value in self.__dict__.items():
+            object.__setattr__(new, name, copy.deepcopy(value, memo))
+        return new
 
     # -- iteration ---------------------------------------------------------------------------
     def _named_members(self, get_members: Callable, prefix: str = "", recurse: bool = True,

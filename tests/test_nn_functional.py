@@ -637,3 +637,95 @@ def test_one_hot_inferring_num_classes_is_not_capture_safe():
     assert not tp.accelerator.is_current_stream_capturing()
     np.testing.assert_array_equal(to_numpy(F.one_hot(labels)), np.eye(3, dtype=np.int64)[
         [0, 2, 1]])
+
+
+# -- gradients ----------------------------------------------------------------------------------
+def _central_differences(fn, x, cotangent, step=1e-6):
+    """Central differences of ``sum(cotangent * fn(x))`` with respect to ``x`` (float64)."""
+    grad = np.zeros_like(x)
+    for i in np.ndindex(x.shape):
+        saved = x[i]
+        x[i] = saved + step
+        up = np.sum(cotangent * fn(x))
+        x[i] = saved - step
+        down = np.sum(cotangent * fn(x))
+        x[i] = saved
+        grad[i] = (up - down) / (2 * step)
+    return grad
+
+
+_W = RNG.normal(size=(2, 4))
+_B = RNG.normal(size=2)
+GRADIENT_CASES = {
+    "linear": lambda t: F.linear(t, on(t.device, _W, tp.float64), on(t.device, _B, tp.float64)),
+    "gelu": F.gelu,
+    "gelu_tanh": lambda t: F.gelu(t, approximate="tanh"),
+    "silu": F.silu,
+    "silu_inplace": lambda t: F.silu(t * 1, inplace=True),
+    "relu": F.relu,
+    "relu_inplace": lambda t: F.relu(t * 1, inplace=True),
+    "softmax": lambda t: F.softmax(t, 1),
+    "log_softmax": lambda t: F.log_softmax(t, 0),
+    "layer_norm": lambda t: F.layer_norm(t, (4,)),
+    "layer_norm_affine": lambda t: F.layer_norm(t, [4], on(t.device, _W[0], tp.float64),
+                                                on(t.device, _W[1], tp.float64)),
+    "layer_norm_2d": lambda t: F.layer_norm(t, (3, 4)),
+    "tanh": F.tanh,
+    "sigmoid": F.sigmoid,
+    "logsigmoid": F.logsigmoid,
+}
+
+
+@pytest.mark.parametrize("name", sorted(GRADIENT_CASES))
+def test_gradients_match_central_differences(device, name):
+    """Each function records a node whose backward gives the float64 central differences of
+    the function itself (the forward is checked against NumPy above)."""
+    fn = GRADIENT_CASES[name]
+    x = RNG.normal(size=(3, 4))
+
+    def values(array):
+        with tp.no_grad():
+            return as64(fn(on(device, array, tp.float64)))
+
+    inp = on(device, x, tp.float64)
+    inp.requires_grad_()
+    out = fn(inp)
+    assert out.requires_grad and out.grad_fn is not None
+    cotangent = RNG.normal(size=tuple(out.shape))
+    out.backward(on(device, cotangent, tp.float64))
+    np.testing.assert_allclose(as64(inp.grad), _central_differences(values, x, cotangent),
+                               rtol=1e-6, atol=1e-8)
+
+
+def test_gradients_reach_weight_and_bias(device):
+    x = on(device, RNG.normal(size=(5, 4)), tp.float64)
+    w = on(device, RNG.normal(size=(3, 4)), tp.float64).requires_grad_()
+    b = on(device, RNG.normal(size=3), tp.float64).requires_grad_()
+    F.linear(x, w, b).sum().backward()
+    np.testing.assert_allclose(as64(w.grad), np.ones((5, 3)).T @ as64(x), rtol=1e-12)
+    np.testing.assert_allclose(as64(b.grad), [5.0, 5.0, 5.0])
+    g = on(device, np.ones(4), tp.float64).requires_grad_()
+    h = on(device, np.zeros(4), tp.float64).requires_grad_()
+    y = F.layer_norm(x, (4,), g, h)
+    y.sum().backward()
+    np.testing.assert_allclose(as64(h.grad), [5.0] * 4)
+    xhat = as64(F.layer_norm(x, (4,)))
+    np.testing.assert_allclose(as64(g.grad), xhat.sum(0), rtol=1e-9, atol=1e-12)
+
+
+def test_recorded_dropout_matches_the_kernel_and_refuses_a_leaf_in_place(device):
+    x = on(device, RNG.normal(size=(64,)), tp.float32)
+    tp.manual_seed(9)
+    fused = to_numpy(F.dropout(x, 0.3))
+    tp.manual_seed(9)
+    leaf = x.clone().requires_grad_()
+    recorded = F.dropout(leaf, 0.3)
+    np.testing.assert_array_equal(to_numpy(recorded), fused)
+    recorded.sum().backward()
+    np.testing.assert_array_equal(to_numpy(leaf.grad), (fused != 0) * np.float32(1.0 / 0.7))
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        F.dropout(leaf, 0.3, inplace=True)
+    assert F.dropout(leaf, 0.3, training=False) is leaf
+    zeros = F.dropout(leaf, 1.0)
+    zeros.sum().backward()
+    assert not to_numpy(zeros).any()

@@ -397,6 +397,16 @@ def test_load_state_dict_shape_mismatch_raises_in_both_modes():
         nn.Linear(1, 1).load_state_dict({"weight": tp.ones(1, 1), "bias": [1.0]})
 
 
+def test_state_dict_survives_save_and_load(device, tmp_path):
+    source = Net().to(device)
+    path = tmp_path / "net.safetensors"
+    tp.save(source.state_dict(), path)
+    target = Net()
+    assert target.load_state_dict(tp.load(path)) == ([], [])
+    for (name, a), b in zip(source.state_dict().items(), target.state_dict().values()):
+        np.testing.assert_array_equal(as64(a), as64(b), err_msg=name)
+
+
 def test_load_state_dict_converts_dtype():
     lin = nn.Linear(2, 2).double()
     lin.load_state_dict({"weight": tp.ones(2, 2), "bias": tp.zeros(2)})

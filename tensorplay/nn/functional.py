@@ -314,6 +314,9 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
     exceeds ``max_norm`` is scaled in place (under no_grad) to norm ``max_norm``, as PyTorch.
 
     Indices are not range-checked on an accelerator (no host read); cpu raises IndexError.
+    Pitfall (as PyTorch): ``max_norm`` changes ``weight`` in place, so a graph that saved
+    ``weight`` before this call (a tied output projection computed first) fails at backward;
+    compute the lookup first, or pass a clone.
 
     Raises:
         RuntimeError: indices that are not int64/int32; a weight that is not 2-D.

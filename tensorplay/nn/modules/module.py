@@ -638,10 +638,9 @@ class Module:
         goes on. ``destination``: a dict to fill (and return); ``prefix``: starts every key.
         """
         if args:
-            warnings.warn("Positional args are being deprecated, use kwargs instead. Refer to "
-                          "https://pytorch.org/docs/main/generated/torch.nn.Module.html"
-                          "#torch.nn.Module.state_dict for details.", FutureWarning,
-                          stacklevel=2)
+            warnings.warn("Positional args are being deprecated, use kwargs instead: "
+                          "state_dict(destination=..., prefix=..., keep_vars=...)",
+                          FutureWarning, stacklevel=2)
             names = ("destination", "prefix", "keep_vars")
             if len(args) > len(names):
                 raise TypeError(f"state_dict() takes at most 3 positional arguments, got "

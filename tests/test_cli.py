@@ -161,8 +161,15 @@ def test_bench_without_a_gpu_falls_back_to_sim_and_says_so(tmp_path):
     assert {row["case"] for row in run["rows"]} >= {"20 small kernels", "CG Poisson 32x32"}
     assert [op["op"] for op in run["eager"]["ops"]] == EAGER_OPS
     # the MLP and the large products (small on sim): tensorplay's rows, no peer on sim
-    mlp = [row for row in run["rows"] if row["case"].startswith("MLP")]
+    mlp = [row for row in run["rows"] if row["case"] == "MLP 4x512, batch 8, GELU"]
     assert [row["impl"] for row in mlp] == ["tensorplay eager", "tensorplay compile (cudagraphs)"]
+    for batch in (8, 256):   # the training step: eager, one Graph and tp.compile, no peer on sim
+        training = [row for row in run["rows"]
+                    if row["case"] == f"MLP 4x512 training step (AdamW, MSE), batch {batch}"]
+        assert [row["impl"] for row in training] == [
+            "tensorplay eager", "tensorplay whole step in one Graph",
+            "tensorplay compile (cudagraphs)"], training
+        assert all(row["us"] > 0 for row in training)
     products = [row for row in run["rows"] if row["case"].startswith("C = A @ B")]
     assert [row["case"] for row in products] == [
         "C = A @ B, 128x128, float32, precision 'highest'",

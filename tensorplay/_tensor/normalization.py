@@ -173,10 +173,10 @@ def dropout(input: Tensor, p: float, training: bool = True, inplace: bool = Fals
     if not training or p == 0 or input.numel() == 0:
         return input
     out = input if inplace else None
-    recorded = input._ag is not None and _grad_mode.enabled and not inplace
+    recorded = input._ag is not None
     if p == 1:
         if recorded:
-            return input * 0
+            return input.mul_(0) if inplace else input * 0
         return _ops.formula("dropout_all", [input], _times_zero, out=out, cache=True)
     if not input.dtype.is_floating_point:
         raise RuntimeError(f'"dropout" is not implemented for {input.dtype.name}: with '
@@ -188,8 +188,9 @@ def dropout(input: Tensor, p: float, training: bool = True, inplace: bool = Fals
     _random.uniform_(noise)
     threshold = float(np.float32(p))   # the mask compares float32 uniforms on every dtype
     if recorded:   # the derivative needs the noise: record the masking as an op of its own
-        return _autograd.dispatch("dropout_masked", dropout_masked,
-                                  (input, noise, threshold, 1.0 / (1.0 - p)), {})
+        return _autograd.dispatch("dropout_masked", _dropout_masked_into if inplace else
+                                  dropout_masked, (input, noise, threshold, 1.0 / (1.0 - p)),
+                                  {}, inplace)
     return dropout_masked(input, noise, threshold, 1.0 / (1.0 - p), out=out)
 
 
@@ -201,6 +202,10 @@ def dropout_masked(input: Tensor, noise: Tensor, threshold: float, scale: float,
     """``input * (noise >= threshold) * scale``: dropout once its uniform noise is drawn."""
     return _ops.formula("dropout", [input, noise, threshold, scale], _drop, out=out,
                         promote=_input_dtype, cache=True)
+
+
+def _dropout_masked_into(input: Tensor, noise: Tensor, threshold: float, scale: float) -> Tensor:
+    return dropout_masked(input, noise, threshold, scale, out=input)
 
 
 # -- one_hot --------------------------------------------------------------------------------------

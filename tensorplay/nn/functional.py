@@ -38,20 +38,19 @@ import numpy as np
 from .. import _dtype
 from .._tensor import linalg as _linalg
 from .._tensor import autograd as _autograd
-from .._tensor import derivatives as _derivatives, functional as _functional
-from .._tensor import normalization as _normalization, random as _random
+from .._tensor import functional as _functional
+from .._tensor import normalization as _normalization
 from .._tensor.tensor import Tensor
 
 __all__ = ["linear", "embedding", "layer_norm", "dropout", "relu", "gelu", "silu", "tanh",
            "sigmoid", "logsigmoid", "softmax", "log_softmax", "one_hot", "mse_loss", "l1_loss",
            "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits"]
 
-# The fused implementations, each recorded by autograd as one node under its derivative rule
-# (the ``derivatives`` table has ``linear``, ``layer_norm`` and ``silu``); without autograd
-# state they run as they are.
-_linear = _derivatives.differentiable("linear", _linalg.linear)
-_layer_norm = _derivatives.differentiable("layer_norm", _normalization.layer_norm)
-_silu_ = _derivatives.differentiable("silu", _normalization.silu_, inplace=True)
+# The fused implementations: each is recorded by autograd as one node under its derivative
+# rule where it lives (``methods.install`` makes the op modules' functions differentiable).
+_linear = _linalg.linear
+_layer_norm = _normalization.layer_norm
+_silu_ = _normalization.silu_
 
 
 def _tensor(value, op: str, name: str, position: int) -> Tensor:
@@ -228,26 +227,7 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,
     if p != p:
         raise RuntimeError(f"dropout probability has to be between 0 and 1, but got {p}")
     tensor = _tensor(input, "dropout", "input", 1)
-    p = float(p)
-    if tensor._ag is not None and training and p != 0 and tensor.numel() != 0:
-        return _recorded_dropout(tensor, p, bool(inplace))
-    return _normalization.dropout(tensor, p, bool(training), bool(inplace))
-
-
-def _recorded_dropout(input: Tensor, p: float, inplace: bool) -> Tensor:
-    """Dropout of a tensor autograd follows, as differentiable ops: the same mask as the fused
-    kernel draws (``rand(shape, float32) >= p``) times the same scale, so the values equal the
-    kernel's and the gradient is the mask times the scale."""
-    if p == 1:
-        return input.mul_(0) if inplace else input * 0
-    if not input.dtype.is_floating_point:
-        raise RuntimeError(f'"dropout" is not implemented for {input.dtype.name}: with '
-                           f"0 < p < 1 it needs a floating point input; convert it with "
-                           f".float() first")
-    noise = _random.rand(*input.shape, dtype=_dtype.float32, device=input.device)
-    keep = noise >= float(np.float32(p))   # float32 uniforms on every dtype, as the kernel
-    factor = keep.to(input.dtype) * (1.0 / (1.0 - p))
-    return input.mul_(factor) if inplace else input * factor
+    return _normalization.dropout(tensor, float(p), bool(training), bool(inplace))
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:

@@ -13,6 +13,9 @@
 # launch: the eager probe, the bench's eager table, the MLP device probe and profile on a quiet
 #   machine, then verify
 # last: the bench and the conformance suite (the torch differential tests among them)
+# training: the eager table at the tree before autograd (.baseline/, carried: `git archive
+#   c448e62 tensorplay | tar -x -C .baseline`) and at this tree in one call, the bench's
+#   training-step and MLP rows, and the Python frames per eager op
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
@@ -84,14 +87,14 @@ if [ "$what" = launch ]; then
     && rm -f "$OUT/eager_probe.txt" "$OUT/mlp_device_probe.txt" "$OUT/profile_mlp.txt"
 fi
 if [ "$what" = verify ] || [ "$what" = launch ]; then
-  # The conformance suite, the differential tests against torch among it, runs in four pytest
-  # processes over disjoint test files (the card has room; one process would take ~8 minutes).
+  # The conformance suite, the differential tests against torch among it, runs in six pytest
+  # processes over disjoint test files (the card has room; one process would take ~12 minutes).
   python3 - <<'PY' > /tmp/tp_shards.txt
 import os
 files = sorted((os.path.getsize(os.path.join(d, f)), os.path.join(d, f))
                for d, _, fs in os.walk("tests") for f in fs
                if f.startswith("test_") and f.endswith(".py"))[::-1]
-shards = [[0, []] for _ in range(4)]
+shards = [[0, []] for _ in range(6)]
 for size, path in files:
     shard = min(shards, key=lambda s: s[0]); shard[0] += size; shard[1].append(path)
 for _, paths in shards:
@@ -99,15 +102,16 @@ for _, paths in shards:
 PY
   i=0
   while read -r files; do
-    timeout 420 python3 -m pytest -q -p no:cacheprovider --timeout=60 -o faulthandler_timeout=90 \
+    timeout 480 python3 -m pytest -q -p no:cacheprovider --timeout=90 -o faulthandler_timeout=120 \
       $files > "/tmp/tp_shard$i.log" 2>&1 &
     i=$((i+1))
   done < /tmp/tp_shards.txt
   wait
-  for j in 0 1 2 3; do echo "=== shard $j: $(sed -n "$((j+1))p" /tmp/tp_shards.txt)"; cat "/tmp/tp_shard$j.log"; done \
+  for j in 0 1 2 3 4 5; do echo "=== shard $j: $(sed -n "$((j+1))p" /tmp/tp_shards.txt)"; cat "/tmp/tp_shard$j.log"; done \
     > "$OUT/conformance_cuda.log"
   grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -60
-  for j in 0 1 2 3; do tail -1 "/tmp/tp_shard$j.log"; done
+  for j in 0 1 2 3 4 5; do tail -1 "/tmp/tp_shard$j.log"; done
+  timeout 60 python3 benchmarks/count_frames.py > "$OUT/count_frames_cuda.txt" 2>&1; cat "$OUT/count_frames_cuda.txt" | cut -c1-40
 fi
 if [ "$what" = last ]; then
   timeout 150 python3 -m tensorplay bench --json "$OUT/bench_h200.json" --plot "$OUT/bench_h200.png" \
@@ -116,6 +120,21 @@ if [ "$what" = last ]; then
     tests > "$OUT/conformance_cuda.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -40
   tail -3 "$OUT/conformance_cuda.log"
+fi
+if [ "$what" = training ]; then
+  if [ -d .baseline/tensorplay ]; then
+    PYTHONPATH="$PWD/.baseline:/tmp/tp_site" timeout 150 python3 -m tensorplay bench --eager-only \
+      --json "$OUT/bench_eager_before.json" > "$OUT/bench_eager_before.txt" 2>&1
+    tail -12 "$OUT/bench_eager_before.txt"
+  fi
+  timeout 150 python3 -m tensorplay bench --eager-only --json "$OUT/bench_eager_h200.json" \
+    > "$OUT/bench_eager_h200.txt" 2>&1
+  tail -12 "$OUT/bench_eager_h200.txt"
+  timeout 360 python3 -m tensorplay bench --cases "${TP_CASES:-training,mlp}" \
+    --json "$OUT/bench_training.json" 2>"$OUT/bench_stderr.log" | tee "$OUT/bench_training.txt"
+  tail -5 "$OUT/bench_stderr.log"
+  timeout 60 python3 benchmarks/count_frames.py > "$OUT/count_frames_cuda.txt" 2>&1
+  cut -c1-40 "$OUT/count_frames_cuda.txt"
 fi
 if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \

@@ -646,8 +646,13 @@ def count_launches(monkeypatch) -> list:
     return calls
 
 
-def launches_per_step(dev, monkeypatch, make, count, dtype=tp.float32, with_grad=None):
-    params = [tp.ones(3, dtype=dtype, device=dev, requires_grad=True) for _ in range(count)]
+def launches_per_step(dev, monkeypatch, make, count, dtype=tp.float32, with_grad=None,
+                      flat=True):
+    if flat:
+        params = [tp.ones(3, dtype=dtype, device=dev, requires_grad=True) for _ in range(count)]
+    else:   # strided parameters cannot share a flat buffer: the per-parameter update runs
+        params = [tp.ones(2, 3, dtype=dtype, device=dev).T.detach().requires_grad_()
+                  for _ in range(count)]
     opt = make(params)
     for p in params:
         p.grad = tp.ones_like(p)
@@ -684,14 +689,18 @@ def test_kernels_per_step(dev, monkeypatch, cls, options, per_param, per_group):
     def make(params):
         return make_optimizer(cls, options, params, dev)
     for count in (1, 4):
-        assert launches_per_step(dev, monkeypatch, make, count) == per_param * count + per_group
+        assert launches_per_step(dev, monkeypatch, make, count, flat=False) == \
+            per_param * count + per_group
+        if cls is not optim.SGD:   # Adam's parameters in flat buffers: the counts, one update
+            assert launches_per_step(dev, monkeypatch, make, count) == 2
 
 
 @requires_accelerator
 def test_kernels_per_step_float64_and_partial_gradients(dev, monkeypatch):
     def make(params):
         return optim.Adam(params)
-    assert launches_per_step(dev, monkeypatch, make, 4, dtype=tp.float64) == 6 * 4 + 10
+    assert launches_per_step(dev, monkeypatch, make, 4, dtype=tp.float64, flat=False) == \
+        6 * 4 + 10
     # two of four parameters with gradients: their counts advance one by one
     assert launches_per_step(dev, monkeypatch, make, 4, with_grad=2) == 7 * 2 + 9
 

@@ -145,7 +145,7 @@ class _Version:
 
 class AutogradMeta:
     __slots__ = ("requires_grad", "grad", "grad_fn", "output_nr", "version", "base", "view_fn",
-                 "view_version", "hooks", "retains_grad", "accumulator", "is_param",
+                 "view_version", "hooks", "retains_grad", "accumulator", "is_param", "grad_home",
                  "__weakref__")
 
     def __init__(self, requires_grad: bool = False):
@@ -161,6 +161,8 @@ class AutogradMeta:
         self.retains_grad = False
         self.accumulator = None                  # weakref to this leaf's AccumulateGrad
         self.is_param = False
+        # where a new ``.grad`` is written (an optimizer's flat gradient buffer), else None
+        self.grad_home: Tensor | None = None
 
     def __reduce__(self):
         """A pickled or copied tensor keeps whether it is a leaf that requires grad (and a
@@ -348,7 +350,12 @@ class AccumulateGrad(Node):
         if grad is None:
             return []
         if m.grad is None:
-            m.grad = grad.clone()   # never an alias: another leaf may have received the same
+            home = m.grad_home
+            if home is not None:   # a view of an optimizer's flat buffer: same cost as a clone
+                home.copy_(grad)
+                m.grad = home
+            else:
+                m.grad = grad.clone()   # never an alias: another leaf may have the same one
         else:
             m.grad.add_(grad)
         return []

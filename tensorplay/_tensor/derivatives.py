@@ -96,8 +96,12 @@ def _other(c):
     return c.other
 
 
-rule("add", {"self": lambda c, g: g, "other": lambda c, g: g * c.get("alpha", 1)})
-rule("sub", {"self": lambda c, g: g, "other": lambda c, g: -(g * c.get("alpha", 1))})
+def _scaled(g, alpha):
+    return g if alpha == 1 else g * alpha
+
+
+rule("add", {"self": lambda c, g: g, "other": lambda c, g: _scaled(g, c.get("alpha", 1))})
+rule("sub", {"self": lambda c, g: g, "other": lambda c, g: -_scaled(g, c.get("alpha", 1))})
 rule("rsub", {"self": lambda c, g: -(g * c.get("alpha", 1)), "other": lambda c, g: g})
 rule("mul", {"self": lambda c, g: g * c.other, "other": lambda c, g: g * c.self},
      saves=("self", "other"))
@@ -386,7 +390,8 @@ rule("cumprod", {"self": lambda c, g: _reverse_cumsum(g * c.result, c.dim) / c.s
 
 
 # -- products -----------------------------------------------------------------------------------
-def _matmul_grads(a: Tensor, b: Tensor, g: Tensor):
+def _matmul_operands(a: Tensor, b: Tensor, g: Tensor):
+    """``a``, ``b`` and ``g`` as batched matrices (a vector operand gets its unit dimension)."""
     a2 = a.unsqueeze(0) if a.ndim == 1 else a
     b2 = b.unsqueeze(-1) if b.ndim == 1 else b
     g2 = g
@@ -394,16 +399,35 @@ def _matmul_grads(a: Tensor, b: Tensor, g: Tensor):
         g2 = g2.unsqueeze(-2) if g2.ndim else g2.reshape(1, 1)
     if b.ndim == 1 and a.ndim != 1:
         g2 = g2.unsqueeze(-1)
-    ga = sum_to(_linalg.matmul(g2, b2.mT), a2.shape).reshape(a.shape)
-    gb = sum_to(_linalg.matmul(a2.mT, g2), b2.shape).reshape(b.shape)
-    return ga, gb
+    return a2, b2, g2
+
+
+def _matmul_grad_a(a: Tensor, b: Tensor, g: Tensor) -> Tensor:
+    a2, b2, g2 = _matmul_operands(a, b, g)
+    return sum_to(_linalg.matmul(g2, b2.mT), a2.shape).reshape(a.shape)
+
+
+def _matmul_grad_b(a: Tensor, b: Tensor, g: Tensor) -> Tensor:
+    a2, b2, g2 = _matmul_operands(a, b, g)
+    if a2.ndim > 2 and b2.ndim == 2:   # a batch against one matrix: one product, not a sum
+        flat_a = a2.reshape(-1, a2.shape[-1])
+        return _linalg.matmul(flat_a.mT, g2.reshape(-1, g2.shape[-1])).reshape(b.shape)
+    return sum_to(_linalg.matmul(a2.mT, g2), b2.shape).reshape(b.shape)
+
+
+def _second(c):
+    for name in ("other", "mat2", "vec2"):
+        value = c.get(name)
+        if value is not None:
+            return value
+    raise AttributeError("matmul: no second operand")
 
 
 rule("matmul mm bmm dot inner", {
-    "self": lambda c, g: _matmul_grads(c.self, c.get("other", c.get("mat2")), g)[0],
-    "other": lambda c, g: _matmul_grads(c.self, c.other, g)[1],
-    "mat2": lambda c, g: _matmul_grads(c.self, c.mat2, g)[1],
-    "vec2": lambda c, g: _matmul_grads(c.self, c.vec2, g)[1]},
+    "self": lambda c, g: _matmul_grad_a(c.self, _second(c), g),
+    "other": lambda c, g: _matmul_grad_b(c.self, c.other, g),
+    "mat2": lambda c, g: _matmul_grad_b(c.self, c.mat2, g),
+    "vec2": lambda c, g: _matmul_grad_b(c.self, c.vec2, g)},
     saves=("self", "other", "mat2", "vec2"))
 rule("outer ger", {"self": lambda c, g: _linalg.matmul(g, c.vec2),
                    "vec2": lambda c, g: _linalg.matmul(g.mT, c.self)}, saves=("self", "vec2"))

@@ -31,7 +31,6 @@ from . import activations as _activations
 from . import creation as _creation
 from . import autograd as _autograd
 from . import elementwise as _ops
-from .autograd import grad_mode as _grad_mode
 from . import join as _join
 from . import random as _random
 from . import reductions as _reductions

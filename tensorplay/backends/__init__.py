@@ -316,6 +316,16 @@ class OptionalHooks(Protocol):
         into a 0-d ``out``-dtype array in ONE launch; the hook has ``limit``, the largest size
         it takes. None for a combination it has no kernel for. Fallback: ``xp.sum``."""
 
+    def adam_update(self, param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any,
+                    max_exp_avg_sq: Any, step: Any, lr: Any, beta1: float, beta2: float,
+                    eps: float, weight_decay: float, decoupled: bool, maximize: bool) -> bool:
+        """One Adam/AdamW update (``torch.optim`` semantics) of contiguous arrays of one shape
+        and dtype, in place and in one kernel: ``param``, ``exp_avg``, ``exp_avg_sq`` and, for
+        AMSGrad, ``max_exp_avg_sq`` (else None) are written; ``step`` and ``lr`` are one-element
+        device arrays read when the kernel runs. Returns False, doing nothing, for a dtype it
+        has no kernel for. Fallback: the same arithmetic as ``xp`` calls in one launch
+        (``_tensor/optimizers.py``)."""
+
     def fuse(self, name: str, function: Callable) -> Callable:
         """``function`` (of ``xp`` arrays) compiled as one kernel named ``name`` (cuda:
         ``cupy.fuse``). Fallback: ``function`` runs op by op."""

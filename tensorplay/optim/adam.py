@@ -17,8 +17,10 @@ from .._runtime.dispatch import check_dtype_supported
 from .._tensor.autograd import no_grad
 from .._tensor.creation import ones, zeros_like
 from .._tensor.functional import maximum, pow as _pow, sqrt
+from .._tensor.optimizers import adam_update_
 from .._tensor.pointwise import addcdiv, addcmul
 from .._tensor.tensor import Tensor
+from ._flat import FlatBuffers, flattenable
 from .optimizer import Optimizer, ParamsT, refuse_state_in_capture
 from ._scalars import check_lr, device_lr
 
@@ -34,13 +36,23 @@ class _Bucket:
     every slot, and a zero count would divide by zero).
     """
 
-    __slots__ = ("params", "steps", "views", "device", "scalar_dtype")
+    __slots__ = ("params", "steps", "views", "device", "scalar_dtype", "flat", "uniform",
+                 "first_step", "lr_tensors")
 
     def __init__(self, params: list[Tensor]):
         self.params = params
         self.device = params[0].device
         self.steps = ones(len(params), dtype=float32, device=self.device)
         self.views = [self.steps[i] for i in range(len(params))]
+        self.first_step = self.steps[0:1]
+        #: the parameters, gradients and moments as views of flat buffers (None where the
+        #: parameters cannot share one: mixed dtypes, strided, complex): one fused update
+        self.flat = FlatBuffers(params) if flattenable(params) else None
+        #: whether every count has been the same since the state was made (known on the host:
+        #: all parameters got their state at once and every step updated all of them), so the
+        #: fused update may read one count for all
+        self.uniform = True
+        self.lr_tensors: dict[float, Tensor] = {}
         try:
             check_dtype_supported(self.device, float64)
             self.scalar_dtype = float64
@@ -133,6 +145,17 @@ class Adam(Optimizer):
                         bucket, i = where[id(p)]
                         self._adopt(p, state, bucket, i, group["amsgrad"])
 
+    def _zero_flat_grads(self) -> set[int]:
+        zeroed: set[int] = set()
+        for _, _, where in self._buckets.values():
+            for bucket, _ in where.values():
+                flat = bucket.flat
+                if flat is not None and id(flat.params[0]) not in zeroed and \
+                        flat.grads_at_home():
+                    flat.grad.zero_()
+                    zeroed.update(id(p) for p in flat.params)
+        return zeroed
+
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """One Adam step over every parameter whose ``.grad`` is not None (see the class
         docstring). Reads nothing on the host; capturable once every parameter that has a
@@ -169,12 +192,23 @@ class Adam(Optimizer):
         """Give ``p`` its state (first step) or link loaded state to its slot."""
         refuse_state_in_capture(self, p.device, "the state of a parameter")
         view = bucket.views[i]
+        flat = bucket.flat
         if "exp_avg" not in state:
             view.zero_()
             state["step"] = view
-            state["exp_avg"] = zeros_like(p)
-            state["exp_avg_sq"] = zeros_like(p)
+            if flat is not None:
+                state["exp_avg"] = flat.state_views("exp_avg")[i]
+                state["exp_avg_sq"] = flat.state_views("exp_avg_sq")[i]
+            else:
+                state["exp_avg"] = zeros_like(p)
+                state["exp_avg_sq"] = zeros_like(p)
         else:
+            if flat is not None:   # loaded state: into the flat buffers
+                for name in ("exp_avg", "exp_avg_sq", "max_exp_avg_sq"):
+                    if name in state:
+                        home = flat.state_views(name)[i]
+                        home.copy_(state[name])
+                        state[name] = home
             old = state.get("step", 0)
             if isinstance(old, Tensor):
                 if old is not view:
@@ -183,7 +217,8 @@ class Adam(Optimizer):
                 view.fill_(float(old))
             state["step"] = view
         if amsgrad and "max_exp_avg_sq" not in state:
-            state["max_exp_avg_sq"] = zeros_like(p)
+            state["max_exp_avg_sq"] = flat.state_views("max_exp_avg_sq")[i] if flat is not None \
+                else zeros_like(p)
 
     # -- the update -------------------------------------------------------------------------
     def _step_group(self, group: dict[str, Any]) -> None:
@@ -197,15 +232,47 @@ class Adam(Optimizer):
         where = self._locate(group)
         amsgrad = group["amsgrad"]
         buckets: dict[int, tuple[_Bucket, list[tuple[Tensor, int]]]] = {}
+        adopted: dict[int, int] = {}
         for p in work:
             bucket, i = where[id(p)]
             state = self.state[p]
             if state.get("step") is not bucket.views[i] or (
                     amsgrad and "max_exp_avg_sq" not in state):
+                if "exp_avg" not in state:
+                    adopted[id(bucket)] = adopted.get(id(bucket), 0) + 1
                 self._adopt(p, state, bucket, i, amsgrad)
             buckets.setdefault(id(bucket), (bucket, []))[1].append((p, i))
         for bucket, members in buckets.values():
-            self._step_bucket(group, bucket, members)
+            fresh = adopted.get(id(bucket), 0)
+            if len(members) != len(bucket.params) or fresh not in (0, len(bucket.params)):
+                bucket.uniform = False   # the counts of the bucket may differ from now on
+            if bucket.flat is not None and bucket.uniform and bucket.flat.grads_at_home():
+                self._step_flat(group, bucket)
+            else:
+                self._step_bucket(group, bucket, members)
+
+    def _step_flat(self, group: dict[str, Any], bucket: _Bucket) -> None:
+        """Every parameter of ``bucket`` at once: the counts advance (one launch), then one
+        fused update over the flat buffers (:func:`adam_update_`)."""
+        lr, (beta1, beta2) = group["lr"], group["betas"]
+        if isinstance(lr, Tensor):
+            lr = device_lr(lr, bucket.device)
+        else:
+            found = bucket.lr_tensors.get(lr)
+            if found is None:
+                refuse_state_in_capture(self, bucket.device, "the learning rate tensor")
+                found = bucket.lr_tensors[lr] = ones(1, dtype=bucket.scalar_dtype,
+                                                     device=bucket.device) * lr
+            lr = found
+        bucket.steps.add_(1)
+        flat = bucket.flat
+        amsgrad = group["amsgrad"]
+        adam_update_(flat.param, flat.grad, flat.state_buffer("exp_avg"),
+                     flat.state_buffer("exp_avg_sq"),
+                     flat.state_buffer("max_exp_avg_sq") if amsgrad else None,
+                     bucket.first_step, lr, beta1=beta1, beta2=beta2, eps=group["eps"],
+                     weight_decay=group["weight_decay"], decoupled=self._decoupled,
+                     maximize=group["maximize"])
 
     def _step_bucket(self, group: dict[str, Any], bucket: _Bucket,
                      members: list[tuple[Tensor, int]]) -> None:

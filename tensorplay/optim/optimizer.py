@@ -173,10 +173,11 @@ class Optimizer:
                 writes the gradient tensors it saw at capture, so they must stay the same
                 objects, and zeroing them must be part of the graph.
         """
+        zeroed = set() if set_to_none else self._zero_flat_grads()
         for group in self.param_groups:
             for p in group["params"]:
                 grad = p.grad
-                if grad is None:
+                if grad is None or id(p) in zeroed:
                     continue
                 if set_to_none:
                     p.grad = None
@@ -186,6 +187,11 @@ class Optimizer:
                     elif grad.requires_grad:
                         grad.requires_grad_(False)
                     grad.zero_()
+
+    def _zero_flat_grads(self) -> set[int]:
+        """Zero the gradients an optimizer keeps in flat buffers, one launch per buffer; return
+        the ids of their parameters (the others are zeroed one by one)."""
+        return set()
 
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Perform one optimization step (update every parameter with a gradient).

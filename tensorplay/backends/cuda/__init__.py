@@ -55,7 +55,8 @@ except Exception as exc:  # noqa: BLE001 - reported by create_backend, kept by t
     _IMPORT_ERROR: BaseException | None = exc
 else:
     _IMPORT_ERROR = None
-    from . import _activations, _cupy_bridge, _elementwise, _graphs, _kernels, _matmul, _streams
+    from . import _activations, _cupy_bridge, _elementwise, _graphs, _kernels, _matmul, _optim
+    from . import _streams
     from ._graphs import CudaExecutable, CudaGraph
 
     _ndarray, _MemoryPointer, _UnownedMemory = (cupy.ndarray, cupy.cuda.MemoryPointer,
@@ -567,6 +568,13 @@ class CudaBackend:
         """``out[...] = (log_)softmax(x, dim)`` in one raw kernel:
         :func:`._activations.softmax`."""
         _activations.softmax(x, dim, out, log)
+
+    def adam_update(self, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr,
+                    beta1: float, beta2: float, eps: float, weight_decay: float,
+                    decoupled: bool, maximize: bool) -> bool:
+        """One fused Adam/AdamW update kernel: :func:`._optim.adam_update`."""
+        return _optim.adam_update(param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr,
+                                  beta1, beta2, eps, weight_decay, decoupled, maximize)
 
 
 def create_backend() -> CudaBackend:

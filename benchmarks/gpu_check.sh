@@ -16,6 +16,8 @@
 # training: the eager table at the tree before autograd (.baseline/, carried: `git archive
 #   c448e62 tensorplay | tar -x -C .baseline`) and at this tree in one call, the bench's
 #   training-step and MLP rows, and the Python frames per eager op
+# autograd: the autograd, nn, optim and training tests and the differential tests against
+#   torch.autograd (four processes), then what 'training' runs
 set -u
 what=${1:-all}; shift || true
 OUT=${OUT:-/tmp/tp_out}; mkdir -p "$OUT"
@@ -120,6 +122,23 @@ if [ "$what" = last ]; then
     tests > "$OUT/conformance_cuda.log" 2>&1
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -40
   tail -3 "$OUT/conformance_cuda.log"
+fi
+if [ "$what" = autograd ]; then
+  set -- tests/autograd tests/torch_differential/test_torch_autograd.py \
+    "tests/test_training.py tests/test_optim.py tests/accelerator/test_graphed_callables.py" \
+    "tests/test_nn_modules.py tests/test_nn_losses.py tests/test_nn_functional.py tests/internals/test_cuda_elementwise.py"
+  i=0
+  for files in "$@"; do
+    timeout 240 python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=120 $files \
+      > "/tmp/tp_ag$i.log" 2>&1 &
+    i=$((i+1))
+  done
+  wait
+  for j in 0 1 2 3; do cat "/tmp/tp_ag$j.log"; done > "$OUT/autograd_cuda.log"
+  grep -E "^(FAILED|ERROR)" "$OUT/autograd_cuda.log" | head -40
+  grep -E "^E   " "$OUT/autograd_cuda.log" | sort | uniq -c | sort -rn | head -20
+  for j in 0 1 2 3; do tail -1 "/tmp/tp_ag$j.log"; done
+  what=training
 fi
 if [ "$what" = training ]; then
   if [ -d .baseline/tensorplay ]; then

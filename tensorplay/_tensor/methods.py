@@ -212,6 +212,7 @@ def install() -> None:
     """Install every op method, operator and op property on :class:`Tensor` (once, at import),
     each differentiable (see :func:`_make_differentiable`), and the autograd surface."""
     data_model = set(Tensor.__dict__)
+    owners = method_owners()
     _make_module_functions_differentiable()
     for dunder, op in _DUNDER.items():
         setattr(Tensor, f"__{dunder}__", _binary_method(op))
@@ -219,14 +220,16 @@ def install() -> None:
         setattr(Tensor, f"__i{dunder}__", _inplace_method(op))
     for dunder, op in _COMPARE_DUNDER.items():
         setattr(Tensor, f"__{dunder}__", _compare_method(op))
-    for op in _BINARY_METHODS:
-        setattr(Tensor, op, _binary_method(op))
-        setattr(Tensor, f"{op}_", _inplace_method(op))
-    Tensor.true_divide = Tensor.div
-    Tensor.subtract, Tensor.multiply, Tensor.divide = Tensor.sub, Tensor.mul, Tensor.div
+    for op in _BINARY_METHODS:   # an op module's own method (add's alpha=) comes below
+        if op not in owners:
+            setattr(Tensor, op, _binary_method(op))
+        if f"{op}_" not in owners:
+            setattr(Tensor, f"{op}_", _inplace_method(op))
     for op in _ops._UNARY:
-        setattr(Tensor, op, _unary_method(op))
-        setattr(Tensor, f"{op}_", _unary_inplace_method(op))
+        if op not in owners:
+            setattr(Tensor, op, _unary_method(op))
+        if f"{op}_" not in owners:
+            setattr(Tensor, f"{op}_", _unary_inplace_method(op))
     Tensor.abs_ = abs_
     Tensor.__neg__ = _unary_method("neg")
     Tensor.__abs__ = _unary_method("abs")
@@ -249,9 +252,10 @@ def install() -> None:
     Tensor.multinomial = _random.multinomial
     Tensor.normal_ = _random.normal_
     Tensor.random_ = _random.random_
-    for module in _METHOD_MODULES:
-        for name in module.TENSOR_METHODS:
-            setattr(Tensor, name, getattr(module, name))
+    for name, module in owners.items():
+        setattr(Tensor, name, getattr(module, name))
+    Tensor.true_divide = Tensor.div
+    Tensor.subtract, Tensor.multiply, Tensor.divide = Tensor.sub, Tensor.mul, Tensor.div
     for name in _views.TENSOR_PROPERTIES:
         setattr(Tensor, name, property(getattr(_views, name)))
     for name, method in _functional.TENSOR_EXTRA_METHODS.items():
@@ -265,6 +269,23 @@ def install() -> None:
         value = getattr(_functional, name)
         if callable(value) and not isinstance(value, type) and name not in _NOT_OPS:
             setattr(_functional, name, _differentiable(value, _changes_its_input(name)))
+
+
+def method_owners() -> dict[str, object]:
+    """Method name -> the op module whose ``TENSOR_METHODS`` defines it.
+
+    Raises:
+        RuntimeError: two op modules define the same method (one op, one definition: a later
+            module would otherwise silently replace the earlier one's method).
+    """
+    owners: dict[str, object] = {}
+    for module in _METHOD_MODULES:
+        for name in module.TENSOR_METHODS:
+            if name in owners:
+                raise RuntimeError(f"Tensor.{name} is defined by both {owners[name].__name__} "
+                                   f"and {module.__name__}: each op has one definition")
+            owners[name] = module
+    return owners
 
 
 #: functions and methods that read tensors without making one to differentiate

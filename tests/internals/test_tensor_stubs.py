@@ -7,6 +7,8 @@ import ast
 import importlib.util
 import pathlib
 
+import pytest
+
 import tensorplay as tp
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
@@ -73,3 +75,15 @@ def test_tensor_py_imports_no_op_module():
     for node in ast.walk(tree):   # and no import hides inside a method
         if isinstance(node, ast.FunctionDef):
             assert not [n for n in ast.walk(node) if isinstance(n, (ast.Import, ast.ImportFrom))]
+
+
+def test_two_op_modules_cannot_define_one_method(monkeypatch):
+    from tensorplay._tensor import methods, reductions, views
+
+    assert "sum" in methods.method_owners()
+    monkeypatch.setattr(views, "TENSOR_METHODS", views.TENSOR_METHODS + ("sum",))
+    with pytest.raises(RuntimeError, match="Tensor.sum is defined by both "
+                                           "tensorplay._tensor.reductions and "
+                                           "tensorplay._tensor.views"):
+        methods.method_owners()
+    assert reductions.sum is not None

@@ -34,6 +34,7 @@ def test_readme_tour_runs_as_written(capsys):
         assert "10" in printed                      # the device-side while loop ran ten times
         assert len(namespace["results"]) == 3
         assert tuple(namespace["out"].shape) == (8,)
+        assert namespace["loss"].item() < 0.9 * namespace["first"]   # the model learned
     else:
         # host-only: the host part runs, then the first accelerator call says how to get sim
         with pytest.raises(RuntimeError, match="TENSORPLAY_ACCELERATOR=sim"):

@@ -12,6 +12,12 @@ graph. Pitfalls are PyTorch's: gradients accumulate (zero them between steps); a
 change to a tensor saved for backward raises at backward; a second backward needs
 ``retain_graph=True`` on the first; ``create_graph=True`` (higher-order gradients) is not
 supported yet and says so.
+
+Inside a captured graph: gradients accumulate into existing ``.grad`` tensors exactly as they do
+eagerly, so the recipe of a captured training step zeroes them inside the step with
+``optimizer.zero_grad(set_to_none=False)`` (in place, part of the graph) after one eager step has
+made them. A ``.grad`` first created during the capture lives in the graph's memory pool and
+holds the latest replay's value (as every tensor a graph makes does).
 """
 
 from __future__ import annotations

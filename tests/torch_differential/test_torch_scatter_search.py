@@ -112,7 +112,10 @@ def index_cases(cpu: bool):
     yield Case("index_fill", [x, 0, I([0]), V([1, 2], "int64")])
     yield Case("index_fill", [x, 0, I([0]), "1"])
     if cpu:
-        yield Case("index_add", [x, 0, I([0, 3]), src])
+        yield Case("index_add", [x, 0, I([0, 3]), src],
+                   known="not matched yet: an index past the end raises IndexError in tensorplay's "
+                         "index_add; torch's cpu raises RuntimeError (IndexError for a negative "
+                         "one)")
         yield Case("index_copy", [x, 0, I([0, 3]), src])
         yield Case("index_fill", [x, 0, I([-4]), 1])
 
@@ -174,7 +177,9 @@ def take_along_dim_cases(cpu: bool):
     yield Case("take_along_dim", [x, I(np.zeros(3)), 1])
     yield Case("take_along_dim", [x, I(np.zeros((2, 1))), 1])
     if cpu:
-        yield Case("take_along_dim", [x, I(np.full((3, 1), 4)), 1])
+        yield Case("take_along_dim", [x, I(np.full((3, 1), 4)), 1],
+                   known="torch's cpu take_along_dim does not check its indices (it reads past "
+                         "the tensor); tensorplay's host raises RuntimeError")
 
 
 # -- search and order statistics --------------------------------------------------------------

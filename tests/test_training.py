@@ -129,3 +129,8 @@ def test_tp_compile_of_a_training_step_gives_the_eager_losses(device, optimizer)
     compiled = tp.compile(make_step(optimizer, device))
     losses = [compiled().item() for _ in range(30)]
     np.testing.assert_allclose(losses, expected, rtol=1e-12)
+    # a step of no tensor argument is captured on the device its results are on (one graph,
+    # replayed 29 times); on the host it runs eagerly
+    on_host = tp.device(device).type == "cpu"
+    assert compiled.cache_info == {"graphs": 0 if on_host else 1, "eager": 1 if on_host else 0,
+                                   "calls": 30}

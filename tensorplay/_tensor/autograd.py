@@ -871,16 +871,33 @@ def _seed(tensor: Tensor, gradient, op: str) -> Tensor:
     return gradient
 
 
+def _no_create_graph(op: str, create_graph: bool, inputs=None) -> None:
+    if create_graph:
+        raise NotImplementedError(f"{op}(create_graph=True): higher-order gradients are not "
+                                  f"supported by tensorplay's autograd yet")
+    if inputs is not None:
+        raise NotImplementedError(f"{op}(inputs=...) is not supported yet; use "
+                                  f"tensorplay.autograd.grad(outputs, inputs)")
+
+
+def _seeds(tensors: list, gradients, op: str) -> list:
+    """The gradients backward starts from: ``gradients`` (None, a Tensor or a sequence, one per
+    tensor) checked, ones for one-element tensors without one."""
+    if gradients is None:
+        gradients = [None] * len(tensors)
+    elif isinstance(gradients, Tensor):
+        gradients = [gradients]
+    gradients = list(gradients)
+    if len(gradients) != len(tensors):
+        raise RuntimeError(f"{op}: got {len(gradients)} gradients for {len(tensors)} "
+                           f"tensors")
+    return [_seed(t, g, op) for t, g in zip(tensors, gradients)]
+
+
 def backward(tensor: Tensor, gradient=None, retain_graph=None, create_graph: bool = False,
              inputs=None) -> None:
-    if create_graph:
-        raise NotImplementedError("backward(create_graph=True): higher-order gradients are "
-                                  "not supported by tensorplay's autograd yet")
-    if inputs is not None:
-        raise NotImplementedError("backward(inputs=...) is not supported yet; use "
-                                  "tensorplay.autograd.grad(outputs, inputs)")
-    seed = _seed(tensor, gradient, "backward()")
-    run_backward([tensor], [seed], bool(retain_graph))
+    _no_create_graph("backward", create_graph, inputs)
+    run_backward([tensor], [_seed(tensor, gradient, "backward()")], bool(retain_graph))
 
 
 def backward_many(tensors, grad_tensors=None, retain_graph=None, create_graph: bool = False,
@@ -891,48 +908,31 @@ def backward_many(tensors, grad_tensors=None, retain_graph=None, create_graph: b
     Raises:
         RuntimeError: as :meth:`Tensor.backward`; ``grad_tensors`` of another length.
     """
-    if create_graph:
-        raise NotImplementedError("autograd.backward(create_graph=True): higher-order "
-                                  "gradients are not supported by tensorplay's autograd yet")
-    if inputs is not None:
-        raise NotImplementedError("autograd.backward(inputs=...) is not supported yet; use "
-                                  "tensorplay.autograd.grad(outputs, inputs)")
+    _no_create_graph("autograd.backward", create_graph, inputs)
     tensors = [tensors] if isinstance(tensors, Tensor) else list(tensors)
-    if grad_tensors is None:
-        grad_tensors = [None] * len(tensors)
-    elif isinstance(grad_tensors, Tensor):
-        grad_tensors = [grad_tensors]
-    grad_tensors = list(grad_tensors)
-    if len(grad_tensors) != len(tensors):
-        raise RuntimeError(f"autograd.backward: got {len(grad_tensors)} grad_tensors for "
-                           f"{len(tensors)} tensors")
-    seeds = [_seed(t, g, "autograd.backward()") for t, g in zip(tensors, grad_tensors)]
-    run_backward(tensors, seeds, bool(retain_graph))
+    run_backward(tensors, _seeds(tensors, grad_tensors, "autograd.backward()"),
+                 bool(retain_graph))
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
          allow_unused: bool = False):
-    if create_graph:
-        raise NotImplementedError("autograd.grad(create_graph=True): higher-order gradients "
-                                  "are not supported by tensorplay's autograd yet")
-    single_out = isinstance(outputs, Tensor)
-    outputs = [outputs] if single_out else list(outputs)
+    """The gradients of ``outputs`` with respect to ``inputs`` (``torch.autograd.grad``),
+    leaving every ``.grad`` alone.
+
+    Raises:
+        RuntimeError: an input that does not require grad, or (without ``allow_unused``) one
+            the outputs do not depend on; as :meth:`Tensor.backward` otherwise.
+        TypeError: an output or input that is not a Tensor.
+    """
+    _no_create_graph("autograd.grad", create_graph)
+    outputs = [outputs] if isinstance(outputs, Tensor) else list(outputs)
     inputs = [inputs] if isinstance(inputs, Tensor) else list(inputs)
     for value in outputs + inputs:
         if not isinstance(value, Tensor):
             raise TypeError(f"autograd.grad: outputs and inputs must be Tensors, got "
                             f"{type(value).__name__}")
-    if grad_outputs is None:
-        grad_outputs = [None] * len(outputs)
-    elif isinstance(grad_outputs, Tensor):
-        grad_outputs = [grad_outputs]
-    grad_outputs = list(grad_outputs)
-    if len(grad_outputs) != len(outputs):
-        raise RuntimeError(f"autograd.grad: got {len(grad_outputs)} grad_outputs for "
-                           f"{len(outputs)} outputs")
-    seeds = [_seed(out, g, "autograd.grad()") for out, g in zip(outputs, grad_outputs)]
-    return run_backward(outputs, seeds, bool(retain_graph), inputs=inputs,
-                        allow_unused=allow_unused)
+    return run_backward(outputs, _seeds(outputs, grad_outputs, "autograd.grad()"),
+                        bool(retain_graph), inputs=inputs, allow_unused=allow_unused)
 
 
 def register_hook(tensor: Tensor, hook: Callable) -> RemovableHandle:

@@ -33,17 +33,19 @@ def _initial(batch: int):
     return weights, biases, x, y
 
 
-def tp_training_step(device, batch: int):
-    """``(step, params, optimizer)``: one AdamW step of the MLP, written as a user would; each
-    call zeroes the gradients in place, runs forward and backward, updates, returns the loss."""
+def training_step(lib, device, batch: int, **adamw):
+    """``(step, params, optimizer)`` of the MLP in ``lib`` (tensorplay or torch: the code is
+    the same), written as a user would: each call zeroes the gradients in place, runs forward
+    and backward, updates and returns the loss. ``adamw`` overrides AdamW's options."""
     weights, biases, x, y = _initial(batch)
     params = []
     for w, b in zip(weights, biases):
-        params += [tp.tensor(w, device=device, requires_grad=True),
-                   tp.tensor(b, device=device, requires_grad=True)]
-    data, target = tp.tensor(x, device=device), tp.tensor(y, device=device)
-    optimizer = tp.optim.AdamW(params, lr=LR, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY)
-    F = tp.nn.functional
+        params += [lib.tensor(w, device=device, requires_grad=True),
+                   lib.tensor(b, device=device, requires_grad=True)]
+    data, target = lib.tensor(x, device=device), lib.tensor(y, device=device)
+    options = {"lr": LR, "betas": BETAS, "eps": EPS, "weight_decay": WEIGHT_DECAY, **adamw}
+    optimizer = lib.optim.AdamW(params, **options)
+    F = lib.nn.functional
 
     def step():
         optimizer.zero_grad(set_to_none=False)
@@ -61,7 +63,7 @@ def training_step_case(device: str, batch: int, calls: int):
     """Rows ``{impl, us[, note]}``: microseconds per training step, every implementation
     starting from the same weights and data."""
     sync = tp.accelerator.synchronize
-    step, _, _ = tp_training_step(device, batch)
+    step, _, _ = training_step(tp, device, batch)
     for _ in range(3):
         step()   # creates the .grad tensors and the optimizer state before any capture
     yield {"impl": "tensorplay eager", "us": time_per_call(step, sync, calls)}
@@ -71,7 +73,7 @@ def training_step_case(device: str, batch: int, calls: int):
             step()
         yield {"impl": "tensorplay whole step in one Graph",
                "us": time_per_call(graph.replay, sync, calls)}
-    compiled_step = tp.compile(tp_training_step(device, batch)[0])
+    compiled_step = tp.compile(training_step(tp, device, batch)[0])
     yield {"impl": "tensorplay compile (cudagraphs)", "us": time_per_call(compiled_step, sync,
                                                                           calls)}
     torch = peers._torch_cuda()
@@ -81,33 +83,10 @@ def training_step_case(device: str, batch: int, calls: int):
         yield from _jax_rows(batch, calls)
 
 
-def _torch_model(torch, batch: int, **adamw):
-    weights, biases, x, y = _initial(batch)
-    params = []
-    for w, b in zip(weights, biases):
-        params += [torch.tensor(w, device="cuda", requires_grad=True),
-                   torch.tensor(b, device="cuda", requires_grad=True)]
-    data, target = torch.tensor(x, device="cuda"), torch.tensor(y, device="cuda")
-    optimizer = torch.optim.AdamW(params, betas=BETAS, eps=EPS, weight_decay=WEIGHT_DECAY,
-                                  **adamw)
-    F = torch.nn.functional
-
-    def step():
-        optimizer.zero_grad(set_to_none=False)
-        h = data
-        for i in range(LAYERS):
-            h = F.gelu(h @ params[2 * i] + params[2 * i + 1])
-        loss = F.mse_loss(h, target)
-        loss.backward()
-        optimizer.step()
-        return loss
-    return step, params
-
-
 def _torch_rows(torch, batch: int, calls: int):
-    step, _ = _torch_model(torch, batch, lr=LR)
+    step, _, _ = training_step(torch, "cuda", batch)
     yield {"impl": "torch eager", "us": time_per_call(step, torch.cuda.synchronize, calls)}
-    step, _ = _torch_model(torch, batch, lr=LR, capturable=True)
+    step, _, _ = training_step(torch, "cuda", batch, capturable=True)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
@@ -120,8 +99,9 @@ def _torch_rows(torch, batch: int, calls: int):
     yield {"impl": "torch whole step in one CUDAGraph",
            "us": time_per_call(graph.replay, torch.cuda.synchronize, calls)}
     impl = 'torch.compile(mode="reduce-overhead")'
-    try:
-        step, _ = _torch_model(torch, batch, lr=torch.tensor(LR, device="cuda"), capturable=True)
+    try:   # a tensor lr, as the workload's peer script: a float would be baked into the code
+        step, _, _ = training_step(torch, "cuda", batch, capturable=True,
+                                   lr=torch.tensor(LR, device="cuda"))
         compiled = torch.compile(step, mode="reduce-overhead")
         for _ in range(10):
             compiled()

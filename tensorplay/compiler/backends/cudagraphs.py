@@ -35,6 +35,7 @@ from collections import OrderedDict
 
 from ... import accelerator
 from ..._runtime import dispatch as _dispatch, writes as _writes
+from ..._runtime.device import device as _device
 from ..._runtime.select import accelerator_backend
 from ..._tensor import creation as _creation, linalg as _linalg, rewrite as _rewrite
 from ..._tensor.tensor import Tensor
@@ -148,6 +149,15 @@ def _output_guard(entry: _Entry, generation: int, call_number: int):
     return guard
 
 
+def _capture_device(tensors):
+    """The device a call is captured on: its tensor arguments' one device, or, for a function
+    of no tensor argument (a training step over the tensors it closes over), the current
+    accelerator device."""
+    if tensors:
+        return tensors[0].device
+    return _device(accelerator_backend().device_type, accelerator.current_device_index())
+
+
 class CudaGraphsFunction:
     """A function compiled with the cudagraphs backend (see the module docstring)."""
 
@@ -196,11 +206,25 @@ class CudaGraphsFunction:
         reason = self._uncapturable_reason(tensors)
         if reason is not None:
             return self._run_eagerly(signature, reason, args, kwargs)
-        recorder = _rewrite.Recorder(_dispatch.current_native_stream(tensors[0].device))
+        device = _capture_device(tensors)
+        recorder = _rewrite.Recorder(_dispatch.current_native_stream(device))
         with recorder:
             result = self._fn(*args, **kwargs)  # warm-up: also this call's result
+        if not tensors:   # a function of no tensor argument: its results say where it works
+            produced: list = []
+            _flatten(result, produced, [])
+            places = {t.device for t in produced}
+            if any(place.type == "cpu" for place in places) or len(places) > 1:
+                self._eager[signature] = "its results are on the host or on several devices"
+                log.warning("tensorplay.compile(%s): running eagerly for this signature: it "
+                            "takes no tensor argument and returns tensors on %s", self._name,
+                            ", ".join(sorted(str(p) for p in places)))
+                return result
+            if places and places != {device}:
+                device = places.pop()
+                recorder = _rewrite.Recorder(_dispatch.current_native_stream(device))
         try:
-            entry = self._capture(signature, tensors, recorder)
+            entry = self._capture(signature, tensors, recorder, device)
         except RuntimeError as error:
             self._eager[signature] = str(error)
             log.warning("tensorplay.compile(%s): running eagerly for this signature: the "
@@ -233,8 +257,6 @@ class CudaGraphsFunction:
         if accelerator_backend() is None:
             return "no accelerator was built (host-only), so there is nothing to capture on"
         devices = {t.device for t in tensors}
-        if not tensors:
-            return "it takes no tensor arguments, so no device to capture on"
         if any(d.type == "cpu" for d in devices):
             return "it takes host (cpu) tensors, and graphs run on an accelerator"
         if len(devices) > 1:
@@ -242,23 +264,22 @@ class CudaGraphsFunction:
             return f"its tensors are on more than one device ({names})"
         return None
 
-    def _capture(self, signature, tensors, recorder: _rewrite.Recorder) -> _Entry:
+    def _capture(self, signature, tensors, recorder: _rewrite.Recorder, device) -> _Entry:
         """Capture with the warm-up's fusable groups rewritten (Note [fusion rewrite] in
         ``_tensor/rewrite.py``); should the capture stray from the warm-up, capture again as
         written."""
         groups = recorder.groups() if self._fuse else {}
         if groups:
-            rewriter = _rewrite.Rewriter(recorder, groups, _linalg.fused_matmul,
-                                         tensors[0].device)
+            rewriter = _rewrite.Rewriter(recorder, groups, _linalg.fused_matmul, device)
             try:
-                return self._capture_once(signature, tensors, rewriter)
+                return self._capture_once(signature, tensors, rewriter, device)
             except _rewrite.FusionMismatch as why:
                 log.info("tensorplay.compile(%s): capturing without fusion: %s", self._name,
                          why)
-        return self._capture_once(signature, tensors, None)
+        return self._capture_once(signature, tensors, None, device)
 
-    def _capture_once(self, signature, tensors, rewriter: _rewrite.Rewriter | None) -> _Entry:
-        device = tensors[0].device
+    def _capture_once(self, signature, tensors, rewriter: _rewrite.Rewriter | None,
+                      device) -> _Entry:
         if self._pool is None:
             self._pool = accelerator.graph_pool_handle()
         with accelerator.device_index(device.index):

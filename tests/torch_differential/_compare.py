@@ -436,7 +436,9 @@ def results_problems(case: FnCase, got, want, where: str = "") -> list[str]:
         problems.append(f"{where}: dtype {dtype_name(got)}, torch {dtype_name(want)}")
     if tuple(got.shape) != tuple(want.shape):
         return problems + [f"{where}: shape {tuple(got.shape)}, torch {tuple(want.shape)}"]
-    a, b = widened(host(got)), widened(host(want))
+    a, b = (widened(host(value)) for value in (got, want))
+    if a.dtype.kind == "b":   # bools subtract as integers (for the difference reported)
+        a, b = a.astype(np.int64), b.astype(np.int64)
     rtol, atol = case.tol or ((2e-2, 2e-2) if dtype_name(got) == "float16" else (1e-4, 1e-4))
     if not np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
         problems.append(f"{where}: values differ (max abs diff {np.max(np.abs(a - b)):.3g})")

@@ -185,5 +185,6 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
 fi
 if [ "${TP_TAR:-}" = 1 ]; then
   # at most eight files come back: everything travels as one tarball
-  (cd "$OUT" && tar -czf ../tp_all.tar.gz . && find . -mindepth 1 -delete && mv ../tp_all.tar.gz all.tar.gz)
+  tar -czf /tmp/tp_all.tar.gz -C "$OUT" . && find "$OUT" -mindepth 1 -delete \
+    && mv /tmp/tp_all.tar.gz "$OUT/all.tar.gz"
 fi

@@ -131,7 +131,7 @@ if [ "$what" = autograd ]; then
     "tests/accelerator/test_control_flow.py tests/accelerator/test_device_spellings.py tests/accelerator/test_stage_and_launch.py tests/test_serialization.py tests/test_serialization_atomic.py tests/compiler"
   i=0
   for files in "$@"; do
-    timeout 200 python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=120 $files \
+    timeout 150 python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=100 $files \
       > "/tmp/tp_ag$i.log" 2>&1 &
     i=$((i+1))
   done
@@ -146,14 +146,14 @@ fi
 if [ "$what" = training ]; then
   if [ -d .baseline/tensorplay ]; then
     PYTHONPATH="$PWD/.baseline:/tmp/tp_site" timeout 60 python3 -m tensorplay bench --eager-only \
-      --eager-calls 500 \
+      --eager-calls 300 \
       --json "$OUT/bench_eager_before.json" > "$OUT/bench_eager_before.txt" 2>&1
     tail -12 "$OUT/bench_eager_before.txt"
   fi
-  timeout 60 python3 -m tensorplay bench --eager-only --eager-calls 500 \
+  timeout 60 python3 -m tensorplay bench --eager-only --eager-calls 300 \
     --json "$OUT/bench_eager_h200.json" > "$OUT/bench_eager_h200.txt" 2>&1
   tail -12 "$OUT/bench_eager_h200.txt"
-  timeout 230 python3 -m tensorplay bench --cases "${TP_CASES:-training,mlp}" \
+  timeout 200 python3 -m tensorplay bench --cases "${TP_CASES:-training,mlp}" \
     --json "$OUT/bench_training.json" 2>"$OUT/bench_stderr.log" | tee "$OUT/bench_training.txt"
   tail -5 "$OUT/bench_stderr.log"
   timeout 60 python3 benchmarks/count_frames.py > "$OUT/count_frames_cuda.txt" 2>&1

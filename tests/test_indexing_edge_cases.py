@@ -1,6 +1,6 @@
 """Edge cases of the gather/scatter/index family and of list indices, on every device.
 
-Negative indices (asked of torch 2.11: ``benchmarks/results/torch_probe_newuser_h200.txt``):
+Negative indices (as torch 2.11 answers: ``tests/torch_differential/test_torch_probes.py``):
 PyTorch's ``gather index_select index_add index_copy scatter scatter_add scatter_reduce`` refuse
 them exactly as indices past the end; ``take``, ``take_along_dim``, ``index_fill``,
 ``index_put`` and ``x[idx]`` count them from the end. On cpu the op raises with

@@ -77,7 +77,7 @@ def test_square_of_bool_is_int64(device):
     assert tp.square(tp.tensor([3.0], device=device)).dtype == tp.float32
 
 
-# -- Python ints beyond int64 (torch 2.11: benchmarks/results/torch_probe_newuser_h200.txt) --------
+# -- Python ints beyond int64 (as torch 2.11: tests/torch_differential/test_torch_probes.py) ------
 BEYOND = [-(2 ** 63) - 1, 2 ** 64, 10 ** 30]
 
 

@@ -141,6 +141,7 @@ if [ "$what" = autograd ]; then
   grep -E "^E   " "$OUT/autograd_cuda.log" | cut -c1-200 | sort | uniq -c | sort -rn | head -20
   for j in 0 1 2 3 4 5; do tail -1 "/tmp/tp_ag$j.log"; done
   TP_CASES=${TP_CASES:-training}; TP_TAR=1
+  export TENSORPLAY_BENCH_SKIP_TORCH_COMPILE=${TENSORPLAY_BENCH_SKIP_TORCH_COMPILE-1}
   what=training
 fi
 if [ "$what" = training ]; then

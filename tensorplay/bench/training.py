@@ -8,6 +8,7 @@ JAX's default precision and at ``Precision.HIGHEST``."""
 from __future__ import annotations
 
 import contextlib
+import os
 
 import numpy as np
 
@@ -99,6 +100,11 @@ def _torch_rows(torch, batch: int, calls: int):
     yield {"impl": "torch whole step in one CUDAGraph",
            "us": time_per_call(graph.replay, torch.cuda.synchronize, calls)}
     impl = 'torch.compile(mode="reduce-overhead")'
+    if os.environ.get("TENSORPLAY_BENCH_SKIP_TORCH_COMPILE"):
+        yield {"impl": impl, "us": None,
+               "note": "skipped: TENSORPLAY_BENCH_SKIP_TORCH_COMPILE is set (its compile "
+                       "takes minutes)"}
+        return
     try:   # a tensor lr, as the workload's peer script: a float would be baked into the code
         step, _, _ = training_step(torch, "cuda", batch, capturable=True,
                                    lr=torch.tensor(LR, device="cuda"))

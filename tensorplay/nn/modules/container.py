@@ -14,7 +14,30 @@ from .module import Module, _addindent
 __all__ = ["ModuleDict", "ModuleList", "Sequential"]
 
 
-class Sequential(Module):
+class _Positional(Module):
+    """What :class:`Sequential` and :class:`ModuleList` share: modules in order, iterated and
+    counted as a sequence, numbered 0..len-1 again after a deletion (as PyTorch's)."""
+
+    def _key_at(self, idx) -> str:
+        raise NotImplementedError
+
+    def __delitem__(self, idx) -> None:
+        if isinstance(idx, slice):
+            for key in list(self._modules.keys())[idx]:
+                delattr(self, key)
+        else:
+            delattr(self, self._key_at(idx))
+        numbered = [str(i) for i in range(len(self._modules))]
+        self._modules = OrderedDict(zip(numbered, self._modules.values()))
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+    def __iter__(self) -> Iterator[Module]:
+        return iter(self._modules.values())
+
+
+class Sequential(_Positional):
     """Modules called in order, each on the previous one's output:
     ``Sequential(Linear(4, 8), ReLU(), Linear(8, 2))`` or ``Sequential(OrderedDict(name=module,
     ...))`` (the names become the attribute and state-dict names).
@@ -51,21 +74,8 @@ class Sequential(Module):
         key = self._get_item_by_idx(self._modules.keys(), idx)
         setattr(self, key, module)
 
-    def __delitem__(self, idx) -> None:
-        if isinstance(idx, slice):
-            for key in list(self._modules.keys())[idx]:
-                delattr(self, key)
-        else:
-            delattr(self, self._get_item_by_idx(self._modules.keys(), idx))
-        # renumber, so that the names stay 0..len-1
-        numbered = [str(i) for i in range(len(self._modules))]
-        self._modules = OrderedDict(zip(numbered, self._modules.values()))
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+    def _key_at(self, idx) -> str:
+        return self._get_item_by_idx(self._modules.keys(), idx)
 
     def __add__(self, other: "Sequential") -> "Sequential":
         if not isinstance(other, Sequential):
@@ -130,7 +140,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_Positional):
     """A list of modules, registered (their parameters are the list's): indexing, ``len``,
     iteration, ``append``, ``extend``, ``insert``, ``pop``, ``del``, ``+``, ``+=``; a slice is
     a ModuleList of the same modules. It has no ``forward``: iterate over it in yours.
@@ -158,20 +168,8 @@ class ModuleList(Module):
     def __setitem__(self, idx: int, module: Module) -> None:
         setattr(self, self._get_abs_string_index(idx), module)
 
-    def __delitem__(self, idx) -> None:
-        if isinstance(idx, slice):
-            for key in list(self._modules.keys())[idx]:
-                delattr(self, key)
-        else:
-            delattr(self, self._get_abs_string_index(idx))
-        numbered = [str(i) for i in range(len(self._modules))]
-        self._modules = OrderedDict(zip(numbered, self._modules.values()))
-
-    def __len__(self) -> int:
-        return len(self._modules)
-
-    def __iter__(self) -> Iterator[Module]:
-        return iter(self._modules.values())
+    def _key_at(self, idx) -> str:
+        return self._get_abs_string_index(idx)
 
     def __iadd__(self, modules: Iterable[Module]) -> "ModuleList":
         return self.extend(modules)

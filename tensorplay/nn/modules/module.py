@@ -183,16 +183,7 @@ class Module:
                 that is neither a Tensor nor None. KeyError: a name that is empty, contains
                 ".", or is already an attribute other than a buffer.
         """
-        if "_buffers" not in self.__dict__:
-            raise AttributeError("cannot assign buffer before Module.__init__() call")
-        if not isinstance(name, str):
-            raise TypeError(f"buffer name should be a string. Got {_typename(name)}")
-        if "." in name:
-            raise KeyError(f'buffer name can\'t contain ".", got: {name}')
-        if name == "":
-            raise KeyError('buffer name can\'t be empty string ""')
-        if hasattr(self, name) and name not in self._buffers:
-            raise KeyError(f"attribute '{name}' already exists")
+        self._check_new_name("buffer", "_buffers", name)
         if tensor is not None and not isinstance(tensor, Tensor):
             raise TypeError(f"cannot assign '{_typename(tensor)}' object to buffer '{name}' "
                             f"(tensorplay.Tensor or None required)")
@@ -201,6 +192,19 @@ class Module:
             self._non_persistent_buffers_set.discard(name)
         else:
             self._non_persistent_buffers_set.add(name)
+
+    def _check_new_name(self, kind: str, store: str, name) -> None:
+        """PyTorch's checks of a name about to hold a ``kind`` kept in ``self.<store>``."""
+        if store not in self.__dict__:
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+        if not isinstance(name, str):
+            raise TypeError(f"{kind} name should be a string. Got {_typename(name)}")
+        if "." in name:
+            raise KeyError(f'{kind} name can\'t contain ".", got: {name}')
+        if name == "":
+            raise KeyError(f'{kind} name can\'t be empty string ""')
+        if hasattr(self, name) and name not in self.__dict__[store]:
+            raise KeyError(f"attribute '{name}' already exists")
 
     def register_parameter(self, name: str, param: Tensor | None) -> None:
         """Register ``param`` (a :class:`~tensorplay.nn.Parameter`, or None) as the parameter
@@ -212,16 +216,7 @@ class Module:
                 name that is empty, contains ".", or is already another attribute.
                 ValueError: a parameter computed from others (not a leaf).
         """
-        if "_parameters" not in self.__dict__:
-            raise AttributeError("cannot assign parameter before Module.__init__() call")
-        if not isinstance(name, str):
-            raise TypeError(f"parameter name should be a string. Got {_typename(name)}")
-        if "." in name:
-            raise KeyError(f'parameter name can\'t contain ".", got: {name}')
-        if name == "":
-            raise KeyError('parameter name can\'t be empty string ""')
-        if hasattr(self, name) and name not in self._parameters:
-            raise KeyError(f"attribute '{name}' already exists")
+        self._check_new_name("parameter", "_parameters", name)
         if param is None:
             self._parameters[name] = None
             return

@@ -131,7 +131,9 @@ case("histc int64 bounds", lambda L: L.mod.histc(tensor(L, [0, 1, 1, 5]), 5, 0, 
      per_device=True)
 case("histc uint8", lambda L: L.mod.histc(tensor(L, [0, 1, 1, 5], "uint8"), 3), per_device=True)
 case("histc float16", lambda L: L.mod.histc(tensor(L, [0, 1, 1, 5], "float16"), 3),
-     per_device=True)
+     per_device=True, known_on=("cuda",),
+     known="tensorplay's histc takes float16 on every device; torch's CUDA kernel refuses it "
+           "('HalfTensor is not supported')")
 case("equal f32 f64", lambda L: L.mod.equal(L.mod.ones(2, device=L.dev),
                                             L.mod.ones(2, dtype=L.dtype("float64"),
                                                        device=L.dev)))
@@ -234,9 +236,10 @@ case("a[1.5]", lambda L: L.mod.zeros(3, device=L.dev)[1.5])
 case("randint int8", lambda L: L.mod.randint(0, 300, (4,), dtype=L.dtype("int8"), device=L.dev))
 case("complex <", lambda L: tensor(L, [1j]) < tensor(L, [2j]))
 case("float &", lambda L: tensor(L, [1.0]) & tensor(L, [1.0]))
-case("empty(3,0).stride", lambda L: L.mod.empty(3, 0, device=L.dev).stride(), known_on=("cpu",),
-     known="not matched yet: an empty tensor on the host reports NumPy's zero strides; torch "
-           "(and tensorplay's accelerators) report contiguous ones")
+case("empty(3,0).stride", lambda L: L.mod.empty(3, 0, device=L.dev).stride(),
+     known_on=("cpu", "cuda"),
+     known="not matched yet: an empty tensor on the host and on cuda reports NumPy's and "
+           "CuPy's zero strides; torch (and the simulated accelerator) report contiguous ones")
 case("uint8 -1", lambda L: tensor(L, [-1], "uint8"))
 
 
@@ -356,8 +359,16 @@ def _captures(side: str, name: str, device: str) -> str:
         return category(error)
 
 
+#: decompositions that torch captures and tensorplay refuses inside a capture (its cuSOLVER calls
+#: through CuPy read results on the host; the README says they run eagerly only)
+EAGER_ONLY = ("det", "qr", "svd", "slogdet")
+
+
 @requires_accelerator
-@pytest.mark.parametrize("name", list(LINALG_IN_CAPTURE))
+@pytest.mark.parametrize("name", [
+    pytest.param(name, marks=pytest.mark.xfail(
+        strict=True, reason="tensorplay runs this decomposition eagerly only; torch captures it"))
+    if name in EAGER_ONLY else name for name in LINALG_IN_CAPTURE])
 def test_linalg_captures_where_torch_does(dev, name):
     """A linalg function runs inside a captured graph where torch's does, and refuses where
     torch's does. Each capture runs with the garbage collector off and tensorplay idle: freeing

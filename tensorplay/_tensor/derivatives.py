@@ -33,13 +33,16 @@ def sum_to(grad: Tensor, shape) -> Tensor:
     """``grad`` summed down to ``shape`` (the inverse of broadcasting ``shape`` to
     ``grad.shape``)."""
     shape = tuple(shape)
-    lead = grad.ndim - len(shape)
+    have = tuple(grad.shape)
+    if have == shape:
+        return grad
+    lead = len(have) - len(shape)
     if lead < 0:
         return grad.reshape(shape)
-    dims = list(range(lead)) + [lead + i for i, size in enumerate(shape)
-                                if size == 1 and grad.shape[lead + i] != 1]
-    if dims:
-        grad = _reductions.sum(grad, dims, keepdim=True)
+    kept = [lead + i for i, size in enumerate(shape) if size == 1 and have[lead + i] != 1]
+    if not kept:   # leading dimensions only (a bias): one sum, no reshape
+        return _reductions.sum(grad, list(range(lead)))
+    grad = _reductions.sum(grad, list(range(lead)) + kept, keepdim=True)
     return grad.reshape(shape) if tuple(grad.shape) != shape else grad
 
 
@@ -403,11 +406,15 @@ def _matmul_operands(a: Tensor, b: Tensor, g: Tensor):
 
 
 def _matmul_grad_a(a: Tensor, b: Tensor, g: Tensor) -> Tensor:
+    if a.ndim == 2 and b.ndim == 2:   # the common case, without the reshapes
+        return _linalg.matmul(g, b.mT)
     a2, b2, g2 = _matmul_operands(a, b, g)
     return sum_to(_linalg.matmul(g2, b2.mT), a2.shape).reshape(a.shape)
 
 
 def _matmul_grad_b(a: Tensor, b: Tensor, g: Tensor) -> Tensor:
+    if a.ndim == 2 and b.ndim == 2:
+        return _linalg.matmul(a.mT, g)
     a2, b2, g2 = _matmul_operands(a, b, g)
     if a2.ndim > 2 and b2.ndim == 2:   # a batch against one matrix: one product, not a sum
         flat_a = a2.reshape(-1, a2.shape[-1])

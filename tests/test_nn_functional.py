@@ -98,7 +98,8 @@ def test_reachable_as_tp_nn_functional():
     assert sorted(F.__all__) == sorted([
         "linear", "relu", "gelu", "silu", "softmax", "log_softmax", "layer_norm", "dropout",
         "one_hot", "embedding", "tanh", "sigmoid", "logsigmoid", "mse_loss", "l1_loss",
-        "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits"])
+        "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits",
+        "scaled_dot_product_attention"])
     for name in F.__all__:
         assert callable(getattr(F, name)) and getattr(F, name).__doc__
 

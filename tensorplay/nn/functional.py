@@ -30,13 +30,14 @@ unknown ``approximate`` (``tp.gelu``: ValueError). A bad ``reduction`` is a Valu
 
 from __future__ import annotations
 
+import math
 import numbers
 import warnings
 
 import numpy as np
 
 from .. import _dtype
-from .._tensor import linalg as _linalg
+from .._tensor import creation as _creation, linalg as _linalg
 from .._tensor import autograd as _autograd
 from .._tensor import functional as _functional
 from .._tensor import normalization as _normalization
@@ -44,7 +45,8 @@ from .._tensor.tensor import Tensor
 
 __all__ = ["linear", "embedding", "layer_norm", "dropout", "relu", "gelu", "silu", "tanh",
            "sigmoid", "logsigmoid", "softmax", "log_softmax", "one_hot", "mse_loss", "l1_loss",
-           "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits"]
+           "nll_loss", "cross_entropy", "binary_cross_entropy_with_logits",
+           "scaled_dot_product_attention"]
 
 # The fused implementations: each is recorded by autograd as one node under its derivative
 # rule where it lives (``methods.install`` makes the op modules' functions differentiable).
@@ -656,3 +658,76 @@ def binary_cross_entropy_with_logits(input: Tensor, target: Tensor,
     if weight is not None:
         loss = loss * weight
     return _reduce(loss, reduction)
+
+
+def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
+                                 attn_mask: Tensor | None = None, dropout_p: float = 0.0,
+                                 is_causal: bool = False, scale: float | None = None,
+                                 enable_gqa: bool = False) -> Tensor:
+    """``softmax(query @ key^T * scale + bias) @ value`` over the last two dimensions, with
+    ``torch.nn.functional.scaled_dot_product_attention``'s semantics.
+
+    ``query`` is ``(..., L, E)``, ``key`` ``(..., S, E)``, ``value`` ``(..., S, Ev)``; the result
+    is ``(..., L, Ev)``. ``scale`` defaults to ``1 / sqrt(E)``. ``attn_mask``, broadcast to
+    ``(..., L, S)``: a bool mask keeps the positions where it is True (the others get ``-inf``),
+    any other dtype is added to the scores. ``is_causal=True`` keeps key ``j`` for query ``i``
+    when ``j <= i``, aligned at the top left as PyTorch's (so with a single query only key 0 is
+    kept: for decoding with a cache, pass an explicit mask instead). ``dropout_p`` drops
+    attention weights (always, as PyTorch's function does: pass 0 when evaluating).
+    ``enable_gqa=True`` lets ``key`` and ``value`` have fewer heads (dimension -3) than
+    ``query``, each shared by ``query``'s heads in groups.
+
+    Which path runs: the composed one on every backend (products, ``masked_fill`` or an add,
+    ``softmax``, products), so it works eagerly, inside graphs and under autograd; a row whose
+    every key is masked gives NaN, as PyTorch's math path does.
+
+    Raises:
+        RuntimeError: query, key and value of different dtypes; both ``attn_mask`` and
+            ``is_causal``; head counts that ``enable_gqa`` cannot group (or differ without it);
+            an embedding size that differs between query and key.
+        TypeError: a non-Tensor argument.
+    """
+    query = _tensor(query, "scaled_dot_product_attention", "query", 1)
+    key = _tensor(key, "scaled_dot_product_attention", "key", 2)
+    value = _tensor(value, "scaled_dot_product_attention", "value", 3)
+    if not (query.dtype is key.dtype is value.dtype):
+        raise RuntimeError(f"scaled_dot_product_attention: Expected query, key, and value to "
+                           f"have the same dtype, but got query.dtype: {query.dtype.name} "
+                           f"key.dtype: {key.dtype.name} and value.dtype: {value.dtype.name} "
+                           f"instead.")
+    if query.shape[-1] != key.shape[-1]:
+        raise RuntimeError(f"scaled_dot_product_attention: query and key must have the same "
+                           f"embedding size, got {query.shape[-1]} and {key.shape[-1]}")
+    if is_causal and attn_mask is not None:
+        raise RuntimeError("scaled_dot_product_attention: Explicit attn_mask should not be set "
+                           "when is_causal=True")
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        heads, kv_heads = query.shape[-3], key.shape[-3]
+        if kv_heads == 0 or heads % kv_heads or value.shape[-3] != kv_heads:
+            raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa, query's heads "
+                               f"({heads}) must be a multiple of key's and value's "
+                               f"({kv_heads}, {value.shape[-3]})")
+        key, value = _share_heads(key, heads // kv_heads), _share_heads(value, heads // kv_heads)
+    length, source = query.shape[-2], key.shape[-2]
+    factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    scores = (query @ key.mT) * factor
+    if is_causal:
+        future = _creation.ones(length, source, dtype=_dtype.bool, device=query.device).triu(1)
+        scores = scores.masked_fill(future, float("-inf"))
+    elif attn_mask is not None:
+        attn_mask = _tensor(attn_mask, "scaled_dot_product_attention", "attn_mask", 4)
+        if attn_mask.dtype is _dtype.bool:
+            scores = scores.masked_fill(attn_mask.logical_not(), float("-inf"))
+        else:
+            scores = scores + attn_mask
+    weights = softmax(scores, dim=-1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p)
+    return weights @ value
+
+
+def _share_heads(tensor: Tensor, groups: int) -> Tensor:
+    """``tensor.repeat_interleave(groups, dim=-3)`` as a broadcast and one reshape."""
+    shape = tuple(tensor.shape)
+    spread = tensor.unsqueeze(-3).expand(*shape[:-2], groups, *shape[-2:])
+    return spread.reshape(*shape[:-3], shape[-3] * groups, *shape[-2:])

@@ -1,0 +1,105 @@
+"""``F.scaled_dot_product_attention`` against a NumPy reference of PyTorch's documented math:
+masks, causality, scale, grouped heads, errors, gradients and capture."""
+
+import math
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from support import requires_accelerator, to_numpy
+
+F = tp.nn.functional
+RNG = np.random.default_rng(3)
+
+
+def reference(q, k, v, mask=None, causal=False, scale=None):
+    length, source = q.shape[-2], k.shape[-2]
+    factor = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scores = q @ np.swapaxes(k, -1, -2) * factor
+    if causal:
+        scores = np.where(np.tril(np.ones((length, source), bool)), scores, -np.inf)
+    if mask is not None:
+        scores = np.where(mask, scores, -np.inf) if mask.dtype == bool else scores + mask
+    scores = scores - scores.max(-1, keepdims=True)
+    weights = np.exp(scores)
+    weights /= weights.sum(-1, keepdims=True)
+    return weights @ v
+
+
+def arrays(*shapes):
+    return [RNG.standard_normal(shape) for shape in shapes]
+
+
+def on(device, *values, dtype=tp.float64):
+    return [tp.tensor(v, dtype=dtype, device=device) for v in values]
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_matches_the_reference(device, causal):
+    q, k, v = arrays((2, 3, 5, 8), (2, 3, 5, 8), (2, 3, 5, 4))
+    out = F.scaled_dot_product_attention(*on(device, q, k, v), is_causal=causal)
+    np.testing.assert_allclose(to_numpy(out), reference(q, k, v, causal=causal), rtol=1e-10)
+    assert out.shape == (2, 3, 5, 4)
+
+
+def test_masks_and_scale(device):
+    q, k, v = arrays((2, 4, 6), (2, 7, 6), (2, 7, 3))
+    keep = RNG.random((4, 7)) > 0.3
+    keep[:, 0] = True
+    bias = RNG.standard_normal((2, 4, 7))
+    tq, tk, tv = on(device, q, k, v)
+    got = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=tp.tensor(keep, device=device))
+    np.testing.assert_allclose(to_numpy(got), reference(q, k, v, mask=keep), rtol=1e-10)
+    got = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=on(device, bias)[0], scale=0.5)
+    np.testing.assert_allclose(to_numpy(got), reference(q, k, v, mask=bias, scale=0.5),
+                               rtol=1e-10)
+
+
+def test_causal_with_one_query_keeps_key_zero_only(device):
+    """Top-left alignment, as PyTorch's: decoding with a cache needs an explicit mask."""
+    q, k, v = arrays((1, 1, 4), (1, 5, 4), (1, 5, 2))
+    got = F.scaled_dot_product_attention(*on(device, q, k, v), is_causal=True)
+    np.testing.assert_allclose(to_numpy(got), v[:, :1], rtol=1e-12)
+
+
+def test_grouped_query_heads(device):
+    q, k, v = arrays((1, 4, 3, 8), (1, 2, 3, 8), (1, 2, 3, 8))
+    got = F.scaled_dot_product_attention(*on(device, q, k, v), enable_gqa=True)
+    expected = reference(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1))
+    np.testing.assert_allclose(to_numpy(got), expected, rtol=1e-10)
+
+
+def test_errors_say_what_was_given(device):
+    q, k, v = on(device, *arrays((2, 3, 4), (2, 3, 4), (2, 3, 4)))
+    with pytest.raises(RuntimeError, match="same dtype.*query.dtype: float32"):
+        F.scaled_dot_product_attention(q.float(), k, v)
+    with pytest.raises(RuntimeError, match="attn_mask should not be set when is_causal=True"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=tp.ones(3, 3, dtype=tp.bool,
+                                                                  device=device), is_causal=True)
+    with pytest.raises(RuntimeError, match="same embedding size, got 4 and 2"):
+        F.scaled_dot_product_attention(q, k[..., :2], v)
+    g4, g3 = on(device, *arrays((1, 4, 3, 4), (1, 3, 3, 4)))
+    with pytest.raises(RuntimeError, match="multiple of key's and value's"):
+        F.scaled_dot_product_attention(g4, g3, g3, enable_gqa=True)
+    with pytest.raises(TypeError, match="argument 'key'"):
+        F.scaled_dot_product_attention(q, 1.0, v)
+    assert F.scaled_dot_product_attention(q, k, v).shape == (2, 3, 4)
+
+
+def test_gradients_flow_to_query_key_and_value(device):
+    q, k, v = [t.requires_grad_() for t in on(device, *arrays((2, 3, 4), (2, 5, 4), (2, 5, 2)))]
+    F.scaled_dot_product_attention(q, k, v, is_causal=True).sum().backward()
+    assert all(t.grad is not None and t.grad.shape == t.shape for t in (q, k, v))
+
+
+@requires_accelerator
+def test_captured_attention_replays_with_new_inputs(dev):
+    q, k, v = on(dev, *arrays((2, 3, 4), (2, 3, 4), (2, 3, 4)), dtype=tp.float32)
+    graph = tp.accelerator.Graph()
+    with graph:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    fresh = arrays((2, 3, 4), (2, 3, 4), (2, 3, 4))
+    graph.stage_and_launch([q, k, v], on(dev, *fresh, dtype=tp.float32))
+    np.testing.assert_allclose(to_numpy(out), reference(*fresh, causal=True), rtol=1e-5,
+                               atol=1e-6)

@@ -123,6 +123,17 @@ if [ "$what" = last ]; then
   echo "pytest exit $?"; grep -E "^(FAILED|ERROR)" "$OUT/conformance_cuda.log" | head -40
   tail -3 "$OUT/conformance_cuda.log"
 fi
+if [ "$what" = short ]; then
+  # a few minutes: the given tests (default: attention and the torch probes), then the
+  # training bench
+  timeout 100 python3 -m pytest -q -p no:cacheprovider ${TP_TESTS:-tests/test_nn_attention.py \
+    tests/torch_differential/test_torch_probes.py tests/torch_differential/test_torch_autograd.py \
+    -k "scaled or probe or linalg"} > "$OUT/short_cuda.log" 2>&1
+  grep -E "^(FAILED|ERROR)" "$OUT/short_cuda.log" | cut -c1-200 | head -20; tail -1 "$OUT/short_cuda.log"
+  export TENSORPLAY_BENCH_SKIP_TORCH_COMPILE=${TENSORPLAY_BENCH_SKIP_TORCH_COMPILE-1}
+  timeout 70 python3 -m tensorplay bench --cases training --json "$OUT/bench_training.json" \
+    2>"$OUT/bench_stderr.log" | tee "$OUT/bench_training.txt" | tail -20
+fi
 if [ "$what" = autograd ]; then
   set -- tests/autograd tests/torch_differential/test_torch_autograd.py \
     "tests/test_training.py tests/test_optim.py tests/accelerator/test_graphed_callables.py tests/torch_differential/test_torch_training.py" \

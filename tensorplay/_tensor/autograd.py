@@ -282,18 +282,6 @@ class Node:
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
 
-    def register_hook(self, hook: Callable) -> "RemovableHandle":
-        """``hook(grad_inputs, grad_outputs)`` runs after this node's backward (as PyTorch's
-        ``Node.register_hook``); a non-None return replaces ``grad_inputs``."""
-        hooks = self._post_hooks()
-        hooks.append(hook)
-        return RemovableHandle(hooks, hook)
-
-    def _post_hooks(self) -> list:
-        if self.pre_hooks is None:
-            self.pre_hooks = {}
-        return self.pre_hooks.setdefault(-1, [])
-
     def apply(self, grads: list) -> list:
         if self.freed:
             raise RuntimeError(
@@ -810,7 +798,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, inputs=None,
                 continue
             if node.pre_hooks:
                 for nr, hooks in node.pre_hooks.items():
-                    if nr < 0 or nr >= len(grads):
+                    if nr >= len(grads):
                         continue
                     for hook in list(hooks):
                         result = hook(grads[nr])

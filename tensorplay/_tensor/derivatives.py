@@ -76,10 +76,6 @@ def _count(c, dim_name: str = "dim") -> int:
     return count
 
 
-def _scalar_or(value, fallback):
-    return fallback if value is None else value
-
-
 def _is_tensor(value) -> bool:
     return type(value) is Tensor
 
@@ -95,10 +91,6 @@ def nondiff(*names: str) -> None:
 
 
 # -- elementwise --------------------------------------------------------------------------------
-def _other(c):
-    return c.other
-
-
 def _scaled(g, alpha):
     return g if alpha == 1 else g * alpha
 

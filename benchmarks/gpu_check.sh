@@ -133,6 +133,8 @@ if [ "$what" = short ]; then
   export TENSORPLAY_BENCH_SKIP_TORCH_COMPILE=${TENSORPLAY_BENCH_SKIP_TORCH_COMPILE-1}
   timeout 70 python3 -m tensorplay bench --cases training --json "$OUT/bench_training.json" \
     2>"$OUT/bench_stderr.log" | tee "$OUT/bench_training.txt" | tail -20
+  timeout 40 python3 benchmarks/profile_training_step.py > "$OUT/profile_training_step.txt" 2>&1
+  head -45 "$OUT/profile_training_step.txt" | cut -c1-150
 fi
 if [ "$what" = autograd ]; then
   set -- tests/autograd tests/torch_differential/test_torch_autograd.py \

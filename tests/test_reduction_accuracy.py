@@ -6,6 +6,8 @@ at 2**24). PyTorch's cascade sums get these right. Oracle: float64 NumPy over th
 values, with tolerances a few float32 roundings wide; the result keeps its dtype.
 """
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -148,3 +150,11 @@ def test_nansum_and_nanmean_over_a_leading_dim_stay_accurate(device):
     x[0, 0] = float("nan")
     np.testing.assert_allclose(to_numpy(x.nansum(0)), [99_999.9, 100_000.0], rtol=1e-6)
     np.testing.assert_allclose(to_numpy(tp.nanmean(x, 0)), [0.1, 0.1], rtol=1e-6)
+
+
+def test_mean_of_an_empty_tensor_is_nan_without_a_warning(device):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        empty = tp.zeros(0, 3, device=device)
+        assert np.isnan(empty.mean().item())
+        assert np.isnan(to_numpy(empty.mean(dim=0))).all()

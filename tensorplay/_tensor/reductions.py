@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import builtins
 import functools
+import warnings
 from collections import namedtuple
 
 import numpy as np
@@ -285,6 +286,10 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     acc = _summing_dtype(tensor._data, axes, _accumulate(result).numpy)
 
     def body(xp, a, axis, keepdims):
+        if a.size == 0:   # NaN, as PyTorch gives, without NumPy's "Mean of empty slice"
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return xp.mean(a, axis=axis, keepdims=keepdims, dtype=acc)
         return xp.mean(a, axis=axis, keepdims=keepdims, dtype=acc)
     return _reduce("mean", tensor, axes, keepdim, result, body)
 

@@ -221,7 +221,7 @@ def set_requires_grad(tensor: Tensor, flag: bool) -> None:
 def detached(tensor: Tensor) -> Tensor:
     """A new tensor sharing ``tensor``'s memory, outside autograd (``detach()``); it shares the
     version counter, so in-place changes through it are still seen by nodes that saved it."""
-    out = Tensor._make(tensor._data, tensor._device, tensor._dtype)
+    out = tensor._alias()
     m = tensor._ag
     if m is not None:
         meta(out).version = m.version
@@ -237,7 +237,7 @@ class SavedTensor:
 
     def __init__(self, tensor: Tensor):
         m = meta(tensor)
-        self.tensor = Tensor._make(tensor._data, tensor._device, tensor._dtype)
+        self.tensor = tensor._alias()
         self.version = m.version
         self.expected = m.version.value
 
@@ -466,7 +466,7 @@ class Context:
             raise AttributeError(f"{self._op}: its derivative reads argument {name!r}, "
                                  f"which the op does not have") from None
         if type(value) is Tensor:   # an alias outside autograd: the formulas' ops run plain
-            return Tensor._make(value._data, value._device, value._dtype)
+            return value._alias()
         return value
 
     def get(self, name: str, default=None):
@@ -481,14 +481,17 @@ class _Binder:
     """How to name one function's arguments: a plain positional call is bound by zipping its
     parameter names (``inspect``'s full binding costs several microseconds a call)."""
 
-    __slots__ = ("signature", "names", "defaults", "first", "simple")
+    __slots__ = ("signature", "names", "count", "defaults", "first", "simple")
 
     def __init__(self, fn):
         self.signature = inspect.signature(fn)
         parameters = list(self.signature.parameters.values())
-        self.names = [p.name for p in parameters]
-        self.first = self.names[0]
-        self.simple = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in parameters)
+        self.names = [p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD]
+        self.count = len(parameters)
+        self.first = parameters[0].name
+        # positional parameters, then keyword-only ones with defaults (``*, out=None``)
+        self.simple = all(p.kind is p.POSITIONAL_OR_KEYWORD or (
+            p.kind is p.KEYWORD_ONLY and p.default is not p.empty) for p in parameters)
         self.defaults = [(p.name, p.default) for p in parameters
                          if p.default is not p.empty]
 
@@ -498,7 +501,7 @@ class _Binder:
             for name, default in self.defaults:
                 if name not in arguments:
                     arguments[name] = default
-            if len(arguments) == len(self.names):
+            if len(arguments) == self.count:
                 return arguments
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()

@@ -564,8 +564,7 @@ def _flip_dims(c):
     return tuple(dims)
 
 
-rule("flip", {"self": lambda c, g: g.flip(*_flip_dims(c))})
-rule("tensor_flip", {"self": lambda c, g: g.flip(*_flip_dims(c))})
+rule("flip tensor_flip", {"self": lambda c, g: g.flip(*_flip_dims(c))})
 
 
 def _roll_back(c, g):

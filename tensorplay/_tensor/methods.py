@@ -38,24 +38,10 @@ _dispatch = _autograd.dispatch
 
 # The operator and elementwise method factories check autograd state inline (one slot read
 # per operand) instead of through a wrapper, so a warm eager op enters no extra Python frame.
-def _binary_fn(op: str):
-    def function(input, other) -> Tensor:
-        return _ops.binary(op, input, other)
-    function.__name__ = op
-    return function
-
-
 def _binary_inplace_fn(op: str):
     def function(input, other) -> Tensor:
         return _ops.binary(op, input, other, out=input)
     function.__name__ = f"{op}_"
-    return function
-
-
-def _unary_fn(op: str):
-    def function(input) -> Tensor:
-        return _ops.unary(op, input)
-    function.__name__ = op
     return function
 
 
@@ -67,7 +53,7 @@ def _unary_inplace_fn(op: str):
 
 
 def _binary_method(op: str):
-    fn = _binary_fn(op)
+    fn = _functional._binary(op)
 
     def method(self, other) -> Tensor:
         if self._ag is None and (other.__class__ is not Tensor or other._ag is None):
@@ -79,7 +65,7 @@ def _binary_method(op: str):
 
 
 def _compare_method(op: str):
-    fn = _binary_fn(op)
+    fn = _functional._binary(op)
 
     def method(self, other) -> Tensor:
         try:
@@ -96,7 +82,7 @@ def _compare_method(op: str):
 
 
 def _reflected_method(op: str):
-    fn = _binary_fn(op)
+    fn = _functional._binary(op)
 
     def method(self, other) -> Tensor:
         if self._ag is None and (other.__class__ is not Tensor or other._ag is None):
@@ -120,7 +106,7 @@ def _inplace_method(op: str):
 
 
 def _unary_method(op: str):
-    fn = _unary_fn(op)
+    fn = _functional._unary(op)
 
     def method(self) -> Tensor:
         if self._ag is None:

@@ -165,6 +165,11 @@ class Tensor:
         tensor._ag = None       # autograd state (autograd.AutogradMeta), made at first need
         return tensor
 
+    def _alias(self) -> "Tensor":
+        """A new Tensor over the same memory with no autograd state and no guard (the plain
+        view autograd's saved tensors, ``detach()`` and compiled outputs are made from)."""
+        return Tensor._make(self._data, self._device, self._dtype)
+
     def __setstate__(self, state) -> None:
         """Unpickling (and ``copy``): the slots as pickled; a tensor pickled by an older version
         has no ``_layout`` and gets one at its first use."""

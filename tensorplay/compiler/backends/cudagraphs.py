@@ -309,7 +309,7 @@ class CudaGraphsFunction:
             if source is not None:   # ``return x`` / ``x.add_(y)``: eager returns the caller's x
                 fresh.append(tensors[source])
                 continue
-            view = Tensor._make(static._data, static._device, static._dtype)
+            view = static._alias()
             view._guard = guard
             fresh.append(view)
         return _rebuild(entry.output_spec, iter(fresh))

@@ -12,6 +12,7 @@ PyTorch.
 from __future__ import annotations
 
 import builtins
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -319,3 +320,152 @@ def _build() -> list[str]:
 
 
 __all__ = _build()
+
+
+if TYPE_CHECKING:
+    # The table ``_build`` fills, spelled out for type checkers, which do not run it.
+    # tests/internals/test_typing.py checks these names against ``__all__`` and their sources.
+    from .activations import (  # noqa: F401 (re-exported through __all__)
+        erf, erfc, gelu, log_softmax, relu, sigmoid, silu, softmax,
+    )
+    from .decompositions import (  # noqa: F401 (re-exported through __all__)
+        cholesky, det, inverse, logdet, pinverse, qr, slogdet, svd,
+    )
+    from .indexing import (  # noqa: F401 (re-exported through __all__)
+        gather, index_select, masked_fill, masked_select, nonzero, take,
+    )
+    from .join import (  # noqa: F401 (re-exported through __all__)
+        cat, clamp, clamp_max, clamp_min, clip, concat, concatenate, stack, where,
+    )
+    from .linalg import (  # noqa: F401 (re-exported through __all__)
+        addmm, bmm, dot, matmul, mm, outer,
+    )
+    from .pointwise import (  # noqa: F401 (re-exported through __all__)
+        addcdiv, addcmul, allclose, copysign, digamma, equal, erfinv, heaviside, hypot,
+        isclose, lerp, lgamma, logaddexp, logit, nan_to_num, sinc, xlogy,
+    )
+    from .reductions import (  # noqa: F401 (re-exported through __all__)
+        all, amax, amin, any, argmax, argmin, argsort, count_nonzero, cumprod, cumsum,
+        logsumexp, max, mean, min, norm, prod, return_types, sort, std, sum, topk, var,
+    )
+    from .scatter import (  # noqa: F401 (re-exported through __all__)
+        index_add, index_copy, index_fill, index_put, masked_scatter, scatter, scatter_add,
+        scatter_reduce, take_along_dim,
+    )
+    from .search import (  # noqa: F401 (re-exported through __all__)
+        bincount, bucketize, cummax, cummin, histc, kthvalue, median, mode, nanmean, nansum,
+        searchsorted, unique,
+    )
+    from .shapes import (  # noqa: F401 (re-exported through __all__)
+        as_strided, cross, diag, diagonal, einsum, flip, kron, meshgrid, roll, tensordot, tile,
+        trace, tril, triu,
+    )
+    from .views import (  # noqa: F401 (re-exported through __all__)
+        adjoint, broadcast_to, chunk, flatten, moveaxis, movedim, narrow, permute, reshape,
+        select, split, squeeze, swapaxes, swapdims, t, tensor_split, transpose, unbind,
+        unflatten, unsqueeze, view_as_real,
+    )
+
+    class _Unary(Protocol):
+        def __call__(self, input: Any, *, out: Tensor | None = None) -> Tensor: ...
+
+    class _Binary(Protocol):
+        def __call__(self, input: Any, other: Any, *, out: Tensor | None = None) -> Tensor: ...
+
+    # what ``_unary`` and ``_binary`` make
+    neg: _Unary
+    abs: _Unary
+    sign: _Unary
+    square: _Unary
+    floor: _Unary
+    ceil: _Unary
+    trunc: _Unary
+    logical_not: _Unary
+    bitwise_not: _Unary
+    exp: _Unary
+    exp2: _Unary
+    expm1: _Unary
+    log: _Unary
+    log2: _Unary
+    log10: _Unary
+    log1p: _Unary
+    sqrt: _Unary
+    sin: _Unary
+    cos: _Unary
+    tan: _Unary
+    asin: _Unary
+    acos: _Unary
+    atan: _Unary
+    sinh: _Unary
+    cosh: _Unary
+    tanh: _Unary
+    reciprocal: _Unary
+    mul: _Binary
+    floor_divide: _Binary
+    remainder: _Binary
+    pow: _Binary
+    maximum: _Binary
+    minimum: _Binary
+    bitwise_and: _Binary
+    bitwise_or: _Binary
+    bitwise_xor: _Binary
+    bitwise_left_shift: _Binary
+    bitwise_right_shift: _Binary
+    atan2: _Binary
+    fmod: _Binary
+    eq: _Binary
+    ne: _Binary
+    lt: _Binary
+    le: _Binary
+    gt: _Binary
+    ge: _Binary
+    logical_and: _Binary
+    logical_or: _Binary
+    logical_xor: _Binary
+    # _ALIASES
+    subtract = sub
+    multiply: _Binary  # mul
+    divide = div
+    true_divide = div
+    greater: _Binary  # gt
+    greater_equal: _Binary  # ge
+    less: _Binary  # lt
+    less_equal: _Binary  # le
+    not_equal: _Binary  # ne
+    negative: _Unary  # neg
+    absolute: _Unary  # abs
+    arcsin: _Unary  # asin
+    arccos: _Unary  # acos
+    arctan: _Unary  # atan
+    arctan2: _Binary  # atan2
+    fix: _Unary  # trunc
+    # what ``from ._tensor.functional import *`` gives (a literal, which type checkers read)
+    __all__ = [
+        "abs", "absolute", "acos", "add", "addcdiv", "addcmul", "addmm", "adjoint", "all",
+        "allclose", "amax", "amin", "any", "arccos", "arcsin", "arctan", "arctan2", "argmax",
+        "argmin", "argsort", "as_strided", "asin", "atan", "atan2", "bincount", "bitwise_and",
+        "bitwise_left_shift", "bitwise_not", "bitwise_or", "bitwise_right_shift",
+        "bitwise_xor", "bmm", "broadcast_shapes", "broadcast_tensors", "broadcast_to",
+        "bucketize", "cat", "ceil", "cholesky", "chunk", "clamp", "clamp_max", "clamp_min",
+        "clip", "clone", "concat", "concatenate", "copysign", "cos", "cosh", "count_nonzero",
+        "cross", "cummax", "cummin", "cumprod", "cumsum", "det", "diag", "diagonal", "digamma",
+        "div", "divide", "dot", "einsum", "eq", "equal", "erf", "erfc", "erfinv", "exp",
+        "exp2", "expm1", "fix", "flatten", "flip", "floor", "floor_divide", "fmod", "gather",
+        "ge", "gelu", "greater", "greater_equal", "gt", "heaviside", "histc", "hypot",
+        "index_add", "index_copy", "index_fill", "index_put", "index_select", "inverse",
+        "is_complex", "is_floating_point", "is_tensor", "isclose", "isfinite", "isinf",
+        "isnan", "kron", "kthvalue", "le", "lerp", "less", "less_equal", "lgamma", "log",
+        "log10", "log1p", "log2", "log_softmax", "logaddexp", "logdet", "logical_and",
+        "logical_not", "logical_or", "logical_xor", "logit", "logsumexp", "lt", "masked_fill",
+        "masked_scatter", "masked_select", "matmul", "max", "maximum", "mean", "median",
+        "meshgrid", "min", "minimum", "mm", "mode", "moveaxis", "movedim", "mul", "multiply",
+        "nan_to_num", "nanmean", "nansum", "narrow", "ne", "neg", "negative", "nonzero",
+        "norm", "not_equal", "numel", "outer", "permute", "pinverse", "pow", "prod", "qr",
+        "reciprocal", "relu", "remainder", "reshape", "return_types", "roll", "round", "rsqrt",
+        "scatter", "scatter_add", "scatter_reduce", "searchsorted", "select", "sigmoid",
+        "sign", "silu", "sin", "sinc", "sinh", "slogdet", "softmax", "sort", "split", "sqrt",
+        "square", "squeeze", "stack", "std", "sub", "subtract", "sum", "svd", "swapaxes",
+        "swapdims", "t", "take", "take_along_dim", "tan", "tanh", "tensor_split", "tensordot",
+        "tile", "topk", "trace", "transpose", "tril", "triu", "true_divide", "trunc", "unbind",
+        "unflatten", "unique", "unsqueeze", "var", "view_as_real", "where", "xlogy",
+    ]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import operator
+from typing import Any, Callable
 
 import numpy as np
 
@@ -69,7 +70,7 @@ class Size(tuple):
         3])``."""
         return format(tuple.__repr__(self), spec)
 
-    def __add__(self, other):
+    def __add__(self, other: tuple) -> "Size":
         if not isinstance(other, tuple):
             return NotImplemented
         return _new_size(Size, tuple.__add__(self, other))
@@ -81,7 +82,7 @@ class Size(tuple):
             count *= size
         return count
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         return (Size, (tuple(self),))
 
 
@@ -99,11 +100,12 @@ class Layout:
     """
 
     __slots__ = ("key",)
+    key: tuple
 
-    def __init__(self, key: tuple):
+    def __init__(self, key: tuple) -> None:
         self.key = key
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple:
         return (_intern_layout, (self.key,))
 
     def __repr__(self) -> str:
@@ -148,6 +150,13 @@ class Tensor:
     """
 
     __slots__ = ("_data", "_device", "_dtype", "_guard", "_layout", "_ag", "__weakref__")
+    # the slots' types, for ``tensor.pyi`` (declarations only: no class attribute is made)
+    _data: Any                  # the xp array: NumPy or CuPy
+    _device: _device_cls
+    _dtype: _dtype.dtype
+    _guard: Callable[["Tensor"], None] | None   # compiled outputs' use check (compiler)
+    _layout: Layout | None      # interned at first use: layout_of
+    _ag: Any                    # autograd.AutogradMeta or None (this module imports no op)
     __array_priority__ = 1000
 
     def __init__(self, *args, **kwargs):

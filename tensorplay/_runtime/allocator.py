@@ -18,9 +18,10 @@ Contract
   is *parked* whole in a free list keyed by (its segment's stream, its size), not merged at
   once. The next malloc of that rounded size on that stream pops it, as long as nothing is
   pending (no handed-over frees, no dead pool to release, no stream routed to a graph pool,
-  no nesting); any other malloc, ``empty_cache()`` and the OOM retry first merge every parked
-  block back into the ordinary free lists (the slow path then sees exactly the free memory it
-  would have seen). See Note [parked blocks].
+  no nesting). Any other malloc best-fits the listed free blocks first; only when none fits
+  does it merge every parked block back into the free lists and look again, before it asks
+  the device for a new segment (so a segment is never added while free memory could serve).
+  ``empty_cache()`` and the OOM retry merge them too. See Note [parked blocks].
 - A block is free again the moment its Allocation dies, even while queued work still uses it
   (as on CUDA, where a kernel holds raw pointers; sim's queues hold no Allocation either, see
   Note [sim queue ownership] in ``backends/sim/memory.py``), so a long eager loop runs in
@@ -56,7 +57,8 @@ do not segregate by stream, and their frees merge at once, as before.
   split. Taking or freeing a block changes them by what its two neighbours and the segment's
   ``used`` bytes say (``_mark_taken`` and ``_free_block``), so a sequence gives the same
   ``memory_stats()`` whether its mallocs popped parked blocks or best-fitted merged ones.
-- ``_flush_parked`` (any slow malloc, ``empty_cache()``, the OOM retry) merges parked blocks
+- ``_flush_parked`` (a default-pool malloc that no listed block fits, ``empty_cache()``, the
+  OOM retry) merges parked blocks
   into the free lists; statistics do not change, since they already describe that layout.
 - The stream rule is the default pool's: a parked block is keyed by its segment's stream, so it
   is only handed out on that stream; during a capture (any route) no malloc pops one.
@@ -465,10 +467,25 @@ class CachingAllocator:
             if self._depth == 1:
                 self._release_dead()
             pool = self._routed_pool(stream)
-            self._flush_parked()
             stream_key = stream if pool is self._default else None
+            if pool is self._default:
+                # what the fast path pops, when only a condition it does not look past
+                # (a capture routing another stream, nesting) sent this malloc here
+                stack = self._parked.get((stream, size))
+                if stack:
+                    block = stack.pop()
+                    if not stack:
+                        del self._parked[(stream, size)]
+                    self._mark_taken(block, nbytes)
+                    return Allocation(block.ptr, nbytes, block.size, self._index, self, block)
             small = size <= _SMALL_REQUEST
             block = self._best_fit(pool, (stream_key, small), size)
+            if block is None and self._parked and pool is self._default:
+                # Only a miss of the listed blocks merges the parked ones: flushing on every
+                # slow malloc would empty the exact-size cache that the next step's mallocs
+                # hit, sending all of them down this path too.
+                self._flush_parked()
+                block = self._best_fit(pool, (stream_key, small), size)
             if block is None:
                 block = self._new_segment(pool, stream_key, small, size, nbytes)
             self._take(block, size, nbytes)

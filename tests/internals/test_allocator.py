@@ -206,8 +206,10 @@ def test_best_fit_and_merge_with_both_neighbours(allocator, backend):
     d = allocator.malloc(1024, "s")
     assert d.ptr == b.ptr + 2048 + 512                       # best fit, not the first fit
     assert stat(allocator, "inactive_split.all.current") == 2  # b's hole and the tail
-    c.release()   # merges with b (before it); d's block is allocated again after it
-    bc = allocator.malloc(2560, "s")
+    c.release()   # parked beside b's parked block; d's block is allocated again after it
+    assert allocator.malloc(2560, "s").ptr == e.ptr + 512    # the listed tail serves first
+    allocator._flush_parked()   # what a malloc that no listed block fits does first
+    bc = allocator.malloc(2560, "s")                         # b and c merged: an exact hole
     assert bc.ptr == b.ptr
     check_invariants(allocator, backend, [a, bc, d, e])
     for allocation in (a, bc, d, e):
@@ -225,8 +227,8 @@ def test_merging_restores_the_whole_segment(allocator, backend):
         blocks[index].release()
         check_invariants(allocator, backend,
                          [b for i, b in enumerate(blocks) if i not in order[:position + 1]])
-    whole = allocator.malloc(1 * MiB, "s")
-    assert whole.ptr == blocks[0].ptr
+    allocator.empty_cache()   # merges the parked blocks: the segment is whole, so released
+    assert backend.live == {}
 
 
 def test_zero_bytes_and_bad_sizes(allocator, backend):
@@ -305,7 +307,8 @@ def test_no_parked_block_is_handed_out_while_a_capture_routes(allocator, backend
     assert pool_of(captured) == pool and captured.ptr != eager_ptr
     captured_ptr = captured.ptr
     captured.release()                                  # a graph pool's block: never parked
-    assert not allocator._parked and captured_ptr in allocator._pools[pool].free_blocks
+    assert list(allocator._parked) == [("S", 4096)]     # the eager block stays parked
+    assert captured_ptr in allocator._pools[pool].free_blocks
     allocator.end_allocate_to_pool(pool, "S")
     allocator.begin_allocate_to_pool(pool, "other")     # a capture elsewhere: slow path here
     eager = allocator.malloc(4096, "S")
@@ -383,12 +386,19 @@ class CountingAllocator(CachingAllocator):
         return super()._best_fit(*args)
 
 
+class MergingAllocator(CountingAllocator):
+    """Merges every parked block before each malloc, so every malloc best-fits the merged
+    layout."""
+
+    def malloc(self, nbytes, stream):
+        with self._held:
+            self._flush_parked()
+        return super().malloc(nbytes, stream)
+
+
 def test_statistics_are_the_same_on_the_fast_and_the_slow_path():
     fast = CountingAllocator(FakeBackend(), 0)
-    slow = CountingAllocator(FakeBackend(), 0)
-    pool = slow.new_pool_id()
-    slow.create_pool(pool)
-    slow.begin_allocate_to_pool(pool, "elsewhere")      # a route anywhere: no fast malloc
+    slow = MergingAllocator(FakeBackend(), 0)
     fast_stats = _fast_and_slow_sequence(fast)
     slow_stats = _fast_and_slow_sequence(slow)
     assert (fast.best_fits, slow.best_fits) == (7, 14)   # 7 of 14 mallocs popped parked blocks
@@ -976,3 +986,23 @@ def test_device_allocator(monkeypatch):
 
 def test_the_pool_lifetime_note_is_there():
     assert "Note [graph pool lifetime]" in _allocator.__doc__
+
+
+def test_a_slow_malloc_keeps_the_parked_blocks_while_the_listed_ones_serve(allocator, backend):
+    a = allocator.malloc(4096, "s")
+    a_ptr = a.ptr
+    a.release()
+    other = allocator.malloc(1000, "s")          # no parked block of its size: the listed tail
+    assert other.ptr == a_ptr + 4096
+    assert ("s", 4096) in allocator._parked      # ... and the exact-size cache is kept
+    assert allocator.malloc(4096, "s").ptr == a_ptr
+    check_invariants(allocator, backend, [other])
+
+
+def test_parked_blocks_merge_before_a_new_segment_is_asked_for(allocator, backend):
+    whole = allocator.malloc(12 * MiB, "s")      # a segment of its own, no tail
+    ptr = whole.ptr
+    whole.release()
+    smaller = allocator.malloc(11 * MiB, "s")    # no listed block: the parked one is merged
+    assert smaller.ptr == ptr and allocator.memory_stats()["num_device_alloc"] == 1
+    assert not allocator._parked

@@ -16,6 +16,7 @@
 # training: the eager table at the tree before autograd (.baseline/, carried: `git archive
 #   c448e62 tensorplay | tar -x -C .baseline`) and at this tree in one call, the bench's
 #   training-step and MLP rows, and the Python frames per eager op
+# profile: the eager training step's and the eager GPT-2 decode step's cProfile
 # autograd: the autograd, nn, optim and training tests and the differential tests against
 #   torch.autograd (four processes), then what 'training' runs
 set -u
@@ -172,6 +173,13 @@ if [ "$what" = training ]; then
   tail -5 "$OUT/bench_stderr.log"
   timeout 60 python3 benchmarks/count_frames.py > "$OUT/count_frames_cuda.txt" 2>&1
   cut -c1-40 "$OUT/count_frames_cuda.txt"
+fi
+if [ "$what" = profile ]; then
+  # where the eager training step's and the eager GPT-2 decode step's host time goes
+  timeout 90 python3 benchmarks/profile_training_step.py 8 > "$OUT/profile_training_step.txt" 2>&1
+  head -45 "$OUT/profile_training_step.txt" | cut -c1-160
+  timeout 200 python3 benchmarks/profile_gpt2_decode.py > "$OUT/profile_gpt2_decode.txt" 2>&1
+  head -60 "$OUT/profile_gpt2_decode.txt" | cut -c1-160
 fi
 if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \

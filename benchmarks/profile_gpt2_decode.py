@@ -1,0 +1,89 @@
+"""Where a GPT-2 decode step's time goes (``examples/gpt2.py``, GPT-2-small shape, bf16 on cuda,
+float32 elsewhere, random weights): the eager step's host and total time per token, the
+per-token graph and whole-generation modes, the captured step's kernel count, then the eager
+step under cProfile (the functions with the most time of their own, and the public ops by
+cumulative time).
+
+Usage: ``python3 benchmarks/profile_gpt2_decode.py [--tiny] [--tokens N]`` on the selected
+accelerator."""
+
+import argparse
+import cProfile
+import os
+import pstats
+import re
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+
+import gpt2  # noqa: E402
+
+import tensorplay as tp  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--tokens", type=int, default=64)
+    args = parser.parse_args()
+    device = tp.accelerator.current_accelerator()
+    config = gpt2.TINY if args.tiny else gpt2.SMALL
+    dtype = tp.bfloat16 if device is not None and device.type == "cuda" else tp.float32
+    model = gpt2.GPT2(gpt2.random_weights(config), config, device, dtype)
+    sync = tp.accelerator.synchronize if device is not None else (lambda: None)
+    token = tp.tensor([1], device=device)
+    positions = [tp.tensor([p], device=device) for p in range(args.tokens)]
+
+    def eager_tokens():
+        for pos in positions:
+            model.step(token, pos).argmax(-1)
+
+    eager_tokens()
+    sync()
+    start = time.perf_counter()
+    eager_tokens()
+    issued = time.perf_counter()
+    sync()
+    done = time.perf_counter()
+    n = len(positions)
+    print(f"{config} {dtype} on {device}")
+    print(f"eager step: {(issued - start) / n * 1e3:.3f} ms host, "
+          f"{(done - start) / n * 1e3:.3f} ms total per token")
+
+    prompt = np.random.default_rng(1).integers(0, config.vocab_size, 8 if args.tiny else 32)
+    if device is not None:
+        for name, mode in (("per-token graph", gpt2.PerTokenGraph),
+                           ("whole generation", gpt2.WholeGeneration)):
+            runner = mode(model, prompt, args.tokens)
+            runner.generate()
+            sync()
+            start = time.perf_counter()
+            tokens = runner.generate()
+            sync()
+            elapsed = time.perf_counter() - start
+            total = len(tokens) + len(prompt) - 1
+            print(f"{name}: {elapsed / total * 1e3:.3f} ms per fed token ({total} fed)")
+            dot = f"/tmp/gpt2_{name.replace(' ', '_')}.dot"
+            runner.graph.debug_dump(dot)
+            with open(dot) as file:
+                text = file.read()
+            kernels = len(re.findall(r"kernel|KERNEL", text))
+            print(f"  graph dump: {kernels} lines naming kernels, {text.count('->')} edges")
+
+    profile = cProfile.Profile()
+    profile.enable()
+    eager_tokens()
+    sync()
+    profile.disable()
+    stats = pstats.Stats(profile)
+    print(f"\n=== eager, {n} tokens: functions by own time")
+    stats.sort_stats("tottime").print_stats(40)
+    print(f"\n=== eager, {n} tokens: by cumulative time")
+    stats.sort_stats("cumulative").print_stats(60)
+
+
+if __name__ == "__main__":
+    main()

@@ -367,7 +367,7 @@ def check_op(op: str, computed: dtype, operands=()) -> None:
 # -- checked conversion of Python numbers (PyTorch's c10 ``overflows``) --------------------
 
 @functools.cache
-def int_range(dtype: dtype, from_float: bool) -> tuple[int, int]:
+def int_range(dtype: dtype, from_float: builtins.bool) -> tuple[int, int]:
     """The Python values that convert to the integer ``dtype`` without overflow, as PyTorch's
     checked scalar conversion (c10 ``overflows``) decides: ints down to ``-max`` may wrap into an
     unsigned dtype (``-1`` gives 255 in uint8), floats may not."""
@@ -419,6 +419,7 @@ def check_value_fits(value, dtype: dtype, call: str) -> None:
                                f"without overflow: its imaginary part is not zero; give a "
                                f"complex dtype (complex64 or complex128) or a real value")
         value = value.real
+    fits: builtins.bool | np.bool_
     if dtype.is_floating_point:
         if isinstance(value, (float, np.floating)) and not math.isfinite(value):
             return

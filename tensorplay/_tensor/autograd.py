@@ -159,7 +159,7 @@ class AutogradMeta:
         self.view_version = 0
         self.hooks: list | None = None           # leaf tensors' hooks (non-leaf: on the node)
         self.retains_grad = False
-        self.accumulator = None                  # weakref to this leaf's AccumulateGrad
+        self.accumulator: weakref.ref[AccumulateGrad] | None = None   # this leaf's, weakly
         self.is_param = False
         # where a new ``.grad`` is written (an optimizer's flat gradient buffer), else None
         self.grad_home: Tensor | None = None
@@ -662,8 +662,10 @@ def _rebase(target: Tensor, node: Node) -> None:
     bm = meta(base)
     base_edge = edge(base)
     bm.requires_grad = True
-    bm.grad_fn, bm.output_nr = CopySlices(base_edge, node, m.view_fn, base), 0
-    m.grad_fn, m.output_nr = ViewOf(base, m.view_fn), 0
+    # (a view's meta has its view_fn)
+    bm.grad_fn, bm.output_nr = CopySlices(base_edge, node,
+                                          m.view_fn, base), 0  # type: ignore[arg-type]
+    m.grad_fn, m.output_nr = ViewOf(base, m.view_fn), 0  # type: ignore[arg-type]
     m.view_version = m.version.value
 
 
@@ -716,7 +718,7 @@ def _apply_rule(node: Node, grads: list) -> list:
         grad_in = grads[0]
         if grad_in is None:
             return [None] * len(node.next)
-    results = []
+    results: list[Tensor | None] = []
     cache: dict = {}
     for (name, index), next_edge, (shape, dtype) in zip(node.input_names, node.next,
                                                         node.input_meta):
@@ -823,10 +825,10 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, inputs=None,
                 if next_edge is None or grad is None:
                     continue
                 target, nr = next_edge
-                slot = buffers.get(id(target))
-                if slot is None:
-                    slot = buffers[id(target)] = [None] * max(len(target.outputs), nr + 1, 1)
-                slot[nr] = grad if slot[nr] is None else slot[nr] + grad
+                pending = buffers.get(id(target))
+                if pending is None:
+                    pending = buffers[id(target)] = [None] * max(len(target.outputs), nr + 1, 1)
+                pending[nr] = grad if pending[nr] is None else pending[nr] + grad
     finally:
         grad_mode.enabled = previous
     if inputs is None:
@@ -971,6 +973,10 @@ class FunctionCtx:
     tensors (version-checked at backward, as PyTorch's), ``saved_tensors`` gives them back,
     ``needs_input_grad`` says which arguments want a gradient; any other attribute may be set
     freely."""
+
+    # set by Function.apply (declarations only: no class attribute is made)
+    _name: str
+    needs_input_grad: tuple[bool, ...]
 
     def save_for_backward(self, *tensors) -> None:
         self._saved = [None if t is None else SavedTensor(t) for t in tensors]

@@ -404,7 +404,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, *,
                                f"(start, end and step must be finite)")
     if step == 0:
         raise RuntimeError("arange: step must be nonzero")
-    if (end - start) * step < 0:
+    if (end - start) * step < 0:  # type: ignore[operator]   # NumPy's stubs: bool - np.bool_
         raise RuntimeError(f"arange: the range from {start} to {end} with step {step} is empty "
                            f"in the wrong direction; upper bound and step must agree in sign")
     exact = all(isinstance(v, (int, np.integer, np.bool_)) for v in (start, end, step))

@@ -841,8 +841,8 @@ def _svd(op: str, tensor: Tensor, full_matrices: bool, compute_uv: bool):
     u_shape = batch + ((m, m) if full_matrices else (m, k))
     vh_shape = batch + ((n, n) if full_matrices else (k, n))
     s = _new(device, batch + (k,), real)
-    u = _new(device, u_shape, tensor.dtype) if compute_uv else None
-    vh = _new(device, vh_shape, tensor.dtype) if compute_uv else None
+    u: Any = _new(device, u_shape, tensor.dtype) if compute_uv else None
+    vh: Any = _new(device, vh_shape, tensor.dtype) if compute_uv else None
     flags = _new(device, batch, _dtype.bool)
     data, xp = tensor._data, _dispatch.xp_of(device)
     empty = 0 in tensor.shape

@@ -539,6 +539,7 @@ def _cat_grads(c, g):
     tensors = c.tensors
     dim = dim % max(g.ndim, 1)
     sizes = [t.shape[dim] if t.ndim else 0 for t in tensors]
+    pieces: list[Tensor | None]
     pieces, start = [], 0
     for t, size in zip(tensors, sizes):
         if t.ndim == 1 and t.shape[0] == 0 and g.ndim != 1:
@@ -779,8 +780,7 @@ def _cholesky_grad(c, g):
     if c.get("upper", False):
         raise NotImplementedError("the derivative of cholesky(upper=True) is not implemented")
     phi = _linalg.matmul(lower.mT, g).tril()
-    phi = phi - 0.5 * phi.diagonal(0, -2, -1).diag_embed() if hasattr(phi, "diag_embed") \
-        else phi - 0.5 * _diag_embed(phi.diagonal(0, -2, -1))
+    phi = phi - 0.5 * _diag_embed(phi.diagonal(0, -2, -1))
     inverse = _decompositions.inv(lower)
     s = _linalg.matmul(_linalg.matmul(inverse.mT, phi), inverse)
     return 0.5 * (s + s.mT)

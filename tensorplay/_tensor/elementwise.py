@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -33,6 +34,10 @@ from .._runtime import writes as _writes
 from . import rewrite as _rewrite
 from .tensor import Tensor, layout_of
 from .transfer import check_no_overlap
+
+if TYPE_CHECKING:
+    from .._runtime.device import device as Device
+    from .tensor import Layout
 
 _Number = (bool, int, float, complex, np.number, np.bool_)
 
@@ -152,6 +157,30 @@ class _Plan:
                  "mixed", "ufunc", "kwargs", "fast", "check_divisor", "xp",
                  "formula", "attrs", "scalar_type", "arrays_only", "native", "plain_operands",
                  "round_to", "out_layout", "launch")
+    # the slots' types (declarations only: no class attribute is made)
+    op: str
+    device: Device
+    result: _dtype.dtype
+    shape: tuple[int, ...]
+    compute: _dtype.dtype
+    compute_np: np.dtype
+    kinds: tuple[int, ...]                  # _ARRAY, _ITEM, _RAW or _CAST per operand
+    limits: tuple[tuple[Any, Any] | None, ...]
+    mixed: bool
+    ufunc: Any                              # the xp ufunc (None with a formula)
+    kwargs: dict[str, Any]
+    fast: Any                               # a one-kernel launcher, or None
+    check_divisor: bool
+    xp: Any
+    formula: Callable[..., Any] | None
+    attrs: dict[str, Any] | None
+    scalar_type: type
+    arrays_only: bool
+    native: str | None
+    plain_operands: bool
+    round_to: np.dtype | None
+    out_layout: Layout | None
+    launch: Callable[..., Any]
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
     tp_arguments_only = True
@@ -224,6 +253,7 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
             functools.partial(ufunc_name, xp)
     plan.kwargs = {"casting": "unsafe", **(extra_kwargs or {})}
     plan.check_divisor = op in INTEGER_DIVISIONS and device.type == "cpu"
+    limits: list[tuple[Any, Any] | None]
     kinds, limits, value_dtypes = [], [], []
     arrays_match = True
     for value in operands:
@@ -370,9 +400,10 @@ def _execute(plan: _Plan, operands, out):
         kernel = functools.partial(plan._run_kernel, values, out_array)
     else:
         kernel = functools.partial(plan.ufunc, *values, out=out_array, **plan.kwargs)
-    kernel.__name__ = plan.op   # _dispatch.named, inlined: the eager hot path
+    # _dispatch.named, inlined: the eager hot path
+    kernel.__name__ = plan.op   # type: ignore[attr-defined]
     if plan.attrs is not None:
-        kernel.tp_attrs = plan.attrs
+        kernel.tp_attrs = plan.attrs   # type: ignore[attr-defined]
     plan.launch(device, kernel)
     return out
 
@@ -543,6 +574,8 @@ def unary(op: str, a, out: Tensor | None = None) -> Tensor:
         if op == "reciprocal":
             return binary("div", 1, a, out=out)
         ufunc_name, to_float = _UNARY[op]
+        result: _dtype.dtype | None
+        compute: Callable[[_dtype.dtype], _dtype.dtype] | None
         result, compute = None, _to_float if to_float else None
         dtype = a.dtype if isinstance(a, Tensor) else None
         if op == "logical_not":

@@ -143,11 +143,11 @@ def _parse(tensor: Tensor, key) -> _Parsed:
             in_dim += 1
             out_dim += 1
         elif isinstance(item, (int, np.integer)):
-            size, index = shape[in_dim], int(item)
-            if not -size <= index < size:
-                raise IndexError(f"index {index} is out of bounds for dimension {in_dim} with "
+            size, position = shape[in_dim], int(item)
+            if not -size <= position < size:
+                raise IndexError(f"index {position} is out of bounds for dimension {in_dim} with "
                                  f"size {size}")
-            parsed.basic.append(index % size)
+            parsed.basic.append(position % size)
             in_dim += 1
         elif isinstance(item, (float, complex, np.inexact)):
             kind = "NumPy" if isinstance(item, np.generic) else "Python"

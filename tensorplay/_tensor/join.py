@@ -220,11 +220,11 @@ def _clamp(op: str, input, min, max, out=None) -> Tensor:
     has_low, has_high = min is not None, max is not None
 
     def formula(xp, x, *limits):
-        limits = list(limits)
+        pending = list(limits)
         if has_low:
-            x = xp.maximum(x, limits.pop(0))
+            x = xp.maximum(x, pending.pop(0))
         if has_high:
-            x = xp.minimum(x, limits.pop(0))
+            x = xp.minimum(x, pending.pop(0))
         return x
     return _apply(op, [tensor, *bounds], formula, out=out)
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import warnings
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -23,6 +24,9 @@ from .. import _dtype
 from . import activations as _activations, elementwise as _ops, rewrite as _rewrite
 from .join import _tensor_arg
 from .tensor import Tensor, layout_of
+
+if TYPE_CHECKING:
+    from .._runtime.device import device as Device
 
 __all__ = ["matmul", "mm", "bmm", "dot", "addmm", "outer"]
 
@@ -93,6 +97,15 @@ class _ProductPlan:
     [elementwise plans] in ``elementwise.py``)."""
 
     __slots__ = ("op", "device", "shape", "dtype", "precision", "matmul", "attrs", "launch")
+    # the slots' types (declarations only: no class attribute is made)
+    op: str
+    device: Device
+    shape: tuple[int, ...]
+    dtype: _dtype.dtype
+    precision: str
+    matmul: Callable[..., Any]
+    attrs: dict[str, Any]
+    launch: Callable[..., Any]
 
 
 _plans: dict = {}
@@ -122,7 +135,8 @@ def _launch_matmul(op: str, a: Tensor, b: Tensor, shape, plan=None) -> Tensor:
     device = plan.device
     out = _dispatch.empty(device, plan.shape, plan.dtype)
     kernel = functools.partial(plan.matmul, a._data, b._data, out, plan.precision)
-    kernel.__name__, kernel.tp_attrs = op, plan.attrs   # _dispatch.named, inlined
+    # _dispatch.named, inlined
+    kernel.__name__, kernel.tp_attrs = op, plan.attrs   # type: ignore[attr-defined]
     plan.launch(device, kernel)
     return Tensor._make(out, device, plan.dtype)
 
@@ -213,7 +227,7 @@ def outer(input, vec2) -> Tensor:
 
 # -- products with a bias and an activation ------------------------------------------------------
 #: The activations :func:`fused_matmul` takes, as the tensor-level ops that apply them unfused.
-ACTIVATIONS = {
+ACTIVATIONS: dict[str | None, Callable[[Tensor], Tensor] | None] = {
     None: None,
     "relu": _activations.relu,
     "gelu": _activations.gelu,
@@ -228,6 +242,12 @@ class _FusedPlan:
     apply as an op of its own, and the kernel's name."""
 
     __slots__ = ("product", "epilogue", "fused", "apply", "name")
+    # the slots' types (declarations only: no class attribute is made)
+    product: _ProductPlan
+    epilogue: Callable[..., Any] | None
+    fused: str | None
+    apply: Callable[[Tensor], Tensor] | None
+    name: str
 
 
 _fused_plans: dict = {}
@@ -257,7 +277,9 @@ def fused_matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str | No
     product = plan.product
     if plan.epilogue is not None:
         out = _dispatch.empty(product.device, product.shape, product.dtype)
-        kernel = functools.partial(plan.epilogue, a._data, b._data, out, bias._data,
+        # (a plan has an epilogue only with a bias)
+        kernel = functools.partial(plan.epilogue, a._data, b._data, out,
+                                   bias._data,  # type: ignore[union-attr]
                                    plan.fused, product.precision)
         _dispatch.launch(product.device, _dispatch.named(plan.name, kernel,
                                                          shape=product.shape))

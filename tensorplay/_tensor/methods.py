@@ -10,6 +10,8 @@ when the two disagree.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 from . import (
     activations as _activations,
     creation as _creation,
@@ -60,7 +62,7 @@ def _binary_method(op: str):
             return _ops.binary(op, self, other)
         return _dispatch(op, fn, (self, other), {})
     method.__name__ = op
-    method._tp_differentiable = op
+    method._tp_differentiable = op   # type: ignore[attr-defined]   # read by _differentiable
     return method
 
 
@@ -77,7 +79,7 @@ def _compare_method(op: str):
             # identity (``t == None`` is False, ``t != None`` True, ``t < None`` a TypeError)
             return NotImplemented
     method.__name__ = f"__{op}__"
-    method._tp_differentiable = op
+    method._tp_differentiable = op   # type: ignore[attr-defined]   # read by _differentiable
     return method
 
 
@@ -89,7 +91,7 @@ def _reflected_method(op: str):
             return _ops.binary(op, other, self)
         return _dispatch(op, fn, (other, self), {})
     method.__name__ = f"r{op}"
-    method._tp_differentiable = op
+    method._tp_differentiable = op   # type: ignore[attr-defined]   # read by _differentiable
     return method
 
 
@@ -101,7 +103,7 @@ def _inplace_method(op: str):
             return _ops.binary(op, self, other, out=self)
         return _dispatch(op, fn, (self, other), {}, True)
     method.__name__ = f"{op}_"
-    method._tp_differentiable = op
+    method._tp_differentiable = op   # type: ignore[attr-defined]   # read by _differentiable
     return method
 
 
@@ -113,7 +115,7 @@ def _unary_method(op: str):
             return _ops.unary(op, self)
         return _dispatch(op, fn, (self,), {})
     method.__name__ = op
-    method._tp_differentiable = op
+    method._tp_differentiable = op   # type: ignore[attr-defined]   # read by _differentiable
     return method
 
 
@@ -125,7 +127,7 @@ def _unary_inplace_method(op: str):
             return _ops.unary(op, self, out=self)
         return _dispatch(op, fn, (self,), {}, True)
     method.__name__ = f"{op}_"
-    method._tp_differentiable = op
+    method._tp_differentiable = op   # type: ignore[attr-defined]   # read by _differentiable
     return method
 
 
@@ -229,15 +231,16 @@ def install() -> None:
     Tensor.copy_ = copy_
     Tensor.fill_ = fill_
     Tensor.zero_ = zero_
-    Tensor.type = _transfer.tensor_type
-    Tensor.uniform_ = _random.uniform_
-    Tensor.bernoulli = _random.bernoulli
-    Tensor.bernoulli_ = _random.bernoulli_
-    Tensor.exponential_ = _random.exponential_
-    Tensor.geometric_ = _random.geometric_
-    Tensor.multinomial = _random.multinomial
-    Tensor.normal_ = _random.normal_
-    Tensor.random_ = _random.random_
+    # mypy: these name their tensor argument otherwise than the stub's ``self``
+    Tensor.type = _transfer.tensor_type  # type: ignore[assignment]
+    Tensor.uniform_ = _random.uniform_  # type: ignore[assignment]
+    Tensor.bernoulli = _random.bernoulli  # type: ignore[assignment]
+    Tensor.bernoulli_ = _random.bernoulli_  # type: ignore[assignment]
+    Tensor.exponential_ = _random.exponential_  # type: ignore[assignment]
+    Tensor.geometric_ = _random.geometric_  # type: ignore[assignment]
+    Tensor.multinomial = _random.multinomial  # type: ignore[assignment]
+    Tensor.normal_ = _random.normal_  # type: ignore[assignment]
+    Tensor.random_ = _random.random_  # type: ignore[assignment]
     for name, module in owners.items():
         setattr(Tensor, name, getattr(module, name))
     Tensor.true_divide = Tensor.div
@@ -257,14 +260,14 @@ def install() -> None:
             setattr(_functional, name, _differentiable(value, _changes_its_input(name)))
 
 
-def method_owners() -> dict[str, object]:
+def method_owners() -> dict[str, ModuleType]:
     """Method name -> the op module whose ``TENSOR_METHODS`` defines it.
 
     Raises:
         RuntimeError: two op modules define the same method (one op, one definition: a later
             module would otherwise silently replace the earlier one's method).
     """
-    owners: dict[str, object] = {}
+    owners: dict[str, ModuleType] = {}
     for module in _METHOD_MODULES:
         for name in module.TENSOR_METHODS:
             if name in owners:
@@ -295,7 +298,8 @@ def _differentiable(fn, inplace: bool, op: str | None = None):
     function's name), unless it already checks autograd state itself."""
     if getattr(fn, "_tp_differentiable", None) is not None:
         return fn
-    op = op or getattr(fn, "__name__", "")
+    if not op:
+        op = getattr(fn, "__name__", "")
     if inplace and op.endswith("_") and not op.endswith("__"):
         op = op[:-1]
     return _derivatives.differentiable(op, fn, inplace)

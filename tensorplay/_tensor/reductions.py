@@ -18,6 +18,7 @@ import builtins
 import functools
 import warnings
 from collections import namedtuple
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -26,6 +27,9 @@ from .. import _dtype
 from . import autograd as _autograd, elementwise as _ops
 from .autograd import grad_mode as _grad_mode
 from .tensor import Tensor, _normalize_dim, layout_of
+
+if TYPE_CHECKING:
+    from .._runtime.device import device as Device
 
 __all__ = ["sum", "mean", "prod", "amax", "amin", "max", "min", "argmax", "argmin", "all", "any",
            "std", "var", "norm", "logsumexp", "cumsum", "cumprod", "count_nonzero", "sort",
@@ -193,6 +197,19 @@ class _SumPlan:
 
     __slots__ = ("op", "device", "shape", "result", "reduce", "axis", "keepdim", "acc", "fast",
                  "into_out", "attrs", "launch")
+    # the slots' types (declarations only: no class attribute is made)
+    op: str
+    device: Device
+    shape: tuple[int, ...]
+    result: _dtype.dtype
+    reduce: Callable[..., Any]      # xp.sum or xp.prod
+    axis: Any                       # xp's axis= (None for a 0-d tensor)
+    keepdim: bool
+    acc: np.dtype
+    fast: Callable[..., Any] | None
+    into_out: bool
+    attrs: dict[str, Any]
+    launch: Callable[..., Any]
 
 
 _sum_plans: dict = {}
@@ -219,7 +236,8 @@ def _sum_like(op: str, tensor, dim, keepdim, dtype, reducer: str) -> Tensor:
     else:
         kernel = functools.partial(_reduce_into, plan.reduce, data, plan.axis, plan.keepdim,
                                    plan.acc, out)
-    kernel.__name__, kernel.tp_attrs = op, plan.attrs   # _dispatch.named, inlined
+    # _dispatch.named, inlined
+    kernel.__name__, kernel.tp_attrs = op, plan.attrs   # type: ignore[attr-defined]
     plan.launch(device, kernel)
     return Tensor._make(out, device, result)
 
@@ -247,7 +265,8 @@ def _sum_plan(op: str, tensor, dim, keepdim, dtype, reducer: str) -> _SumPlan:
     plan.fast = None
     hook = _dispatch.sum_hook(plan.device)
     if hook is not None and op == "sum" and len(axes) == tensor.ndim and tensor.ndim > 0 and \
-            tensor.is_contiguous() and 0 < tensor.numel() <= hook.limit:
+            tensor.is_contiguous() and \
+            0 < tensor.numel() <= hook.limit:  # type: ignore[attr-defined]
         plan.fast = hook(plan.acc if tensor.dtype.numpy == plan.acc else tensor.dtype.numpy,
                          plan.result.numpy)
     plan.attrs = {"shape": plan.shape}
@@ -468,7 +487,7 @@ def _moment(op: str, input, dim, unbiased, keepdim, correction) -> Tensor:
     # variance complex (zero imaginary part), so the widened kernel keeps its real part
     widened_complex = acc.kind == "c" and acc != tensor.dtype.numpy
     if tensor.dtype.is_complex and not widened_complex:
-        acc = None
+        acc = None   # type: ignore[assignment]   # xp's default
 
     def body(xp, a, axis, keepdims):
         value = xp.var(a, axis=axis, keepdims=keepdims, ddof=ddof, dtype=acc)
@@ -599,10 +618,10 @@ def _sorted_indices(xp, a, axis: int, descending: bool):
 def _sort_kernel(op: str, tensor: Tensor, axis: int, descending: bool, count: int):
     """(values, indices) arrays of the first ``count`` elements along ``axis`` once sorted."""
     device = tensor.device
-    shape = list(tensor.shape)
-    if shape:
-        shape[axis] = count
-    shape = tuple(shape)
+    sizes = list(tensor.shape)
+    if sizes:
+        sizes[axis] = count
+    shape = tuple(sizes)
     values = _new(device, shape, tensor.dtype)
     indices = _new(device, shape, _dtype.int64)
     data, xp, zero_d = tensor._data, _dispatch.xp_of(device), tensor.ndim == 0

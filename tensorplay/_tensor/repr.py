@@ -41,7 +41,7 @@ class _PrintOptions:
 
 
 _OPTS = _PrintOptions()
-_PROFILES = {
+_PROFILES: dict[str, dict[str, int | float]] = {
     "default": {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80},
     "short": {"precision": 2, "threshold": 1000, "edgeitems": 2, "linewidth": 80},
     "full": {"precision": 4, "threshold": math.inf, "edgeitems": 3, "linewidth": 80},
@@ -81,6 +81,7 @@ def set_printoptions(precision: int | None = None, threshold: float | None = Non
         ValueError: an unknown profile, or a negative count.
         TypeError: a count that is not an int, or ``sci_mode`` not a bool or None.
     """
+    value: float | None   # an option's value, in each loop below
     if profile is not None:
         if profile not in _PROFILES:
             raise ValueError(f"set_printoptions(): invalid profile {profile!r}; valid: "

@@ -42,6 +42,7 @@ import functools
 import threading
 import weakref
 from collections.abc import Callable
+from typing import Any
 
 from .. import _dtype
 from .._runtime import dispatch as _dispatch
@@ -86,6 +87,15 @@ def _signature(kind) -> tuple:
 
 class _Op:
     __slots__ = ("kind", "sources", "operands", "start", "end", "result", "shape", "dtype")
+    # the slots' types (declarations only: no class attribute is made)
+    kind: Any                           # "matmul", "linear", or the elementwise plan
+    sources: tuple[int | None, ...]     # per operand: the index of the op that made it
+    operands: tuple                     # tensors as weak references, numbers as they are
+    start: int                          # the launch count before and after the op
+    end: int
+    result: weakref.ref[Tensor]
+    shape: tuple[int, ...]
+    dtype: _dtype.dtype
 
 
 class _Group:
@@ -94,6 +104,15 @@ class _Group:
 
     __slots__ = ("count", "product", "side", "activation", "steps", "launcher", "plans",
                  "native")
+    # the slots' types (declarations only: no class attribute is made)
+    count: int
+    product: bool
+    side: Any                           # the bias's operand in the add (0 or 1); None: none
+    activation: str | None
+    steps: tuple[tuple[str, tuple[int, ...]], ...]
+    launcher: Callable[..., Any]
+    plans: tuple
+    native: bool
 
 
 class Recorder:
@@ -140,7 +159,8 @@ class Recorder:
         op.sources = tuple(self._source(t) for t in operands)
         op.shape, op.dtype = result._data.shape, result._dtype
         index = len(self.ops)
-        op.result = weakref.ref(result, lambda _, key=id(result), i=index: self._forget(key, i))
+        op.result = weakref.ref(result, lambda _, key=id(result), i=index:  # type: ignore[misc]
+                                self._forget(key, i))
         self._index[id(result)] = index
         self.ops.append(op)
         return result

@@ -609,13 +609,13 @@ def _index_put(op: str, input, indices, values, accumulate: bool, inplace: bool)
     def apply(dst):
         for array, size, dim in bounds:
             check_range(op, array, size, dim, IndexError, wrap=True)
-        key = []
+        parts = []
         for array, is_mask in zip(arrays, masks):
             if is_mask:
-                key.extend(xp.nonzero(array.astype(np.bool_)))
+                parts.extend(xp.nonzero(array.astype(np.bool_)))
             else:
-                key.append(array.astype(np.int64))
-        key = tuple(key)
+                parts.append(array.astype(np.int64))
+        key = tuple(parts)
         vals = src.copy() if copy_first else src
         if accumulate:
             shape = xp.broadcast(*key).shape + dst.shape[len(key):]
@@ -721,6 +721,7 @@ def take_along_dim(input, indices, dim: int | None = None) -> Tensor:
     _same_device(tensor, index, op, "indices")
     xp = _dispatch.xp_of(tensor.device)
     data, idx = tensor._data, index._data
+    shape: tuple[int, ...]
     if dim is None:
         size, axis = tensor.numel(), 0
         shape = (index.numel(),)

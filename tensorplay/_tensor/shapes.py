@@ -21,6 +21,7 @@ import builtins
 import functools
 import math
 import warnings
+from typing import Any
 
 import numpy as np
 
@@ -103,6 +104,7 @@ def _label_name(label: int) -> str:
 
 def _parse_term(term: str, start: int, what: str):
     """A term's labels (ints) with None where its ellipsis is."""
+    labels: list[int | None]
     labels, i = [], 0
     while i < len(term):
         char = term[i]
@@ -160,7 +162,7 @@ def _einsum_parse(equation: str, ndims: tuple[int, ...]):
         operands.append((labels, ndim - explicit))
     resolved = []
     for labels, ell in operands:
-        full = []
+        full: list[int] = []
         for label in labels:
             if label is None:   # aligned to the right of the broadcast ellipsis
                 full.extend(range(_ELLIPSIS_LABEL + ell_rank - ell, _ELLIPSIS_LABEL + ell_rank))
@@ -291,7 +293,7 @@ def _einsum_single(tensor: Tensor, labels: list, output) -> Tensor:
     return _reductions.sum(tensor, dims, dtype=tensor.dtype)
 
 
-def _einsum_diagonals(tensor: Tensor, labels: list, index: int):
+def _einsum_diagonals(tensor: Tensor, labels: list, index: int) -> tuple[Tensor, list]:
     """Take the diagonal of every label repeated within one operand (views)."""
     while len(set(labels)) != len(labels):
         for label in labels:
@@ -774,7 +776,7 @@ def _storage(tensor: Tensor) -> tuple[int, int, int]:
         return int(memory.ptr), int(memory.size), int(data.data.ptr)
     root = data
     while True:
-        base = root.base
+        base: Any = root.base
         if isinstance(base, np.ndarray):
             root = base
         elif type(base).__name__ == "DummyArray" and isinstance(getattr(base, "base", None),

@@ -322,7 +322,7 @@ def movedim(tensor: Tensor, source, destination) -> Tensor:
                            f"({list(dst)} dims)")
     src = _dims(src, ndim, "movedim")
     dst = _dims(dst, ndim, "movedim")
-    order = [None] * ndim
+    order: list[int | None] = [None] * ndim
     for s, d in zip(src, dst):
         order[d] = s
     rest = iter(d for d in range(ndim) if d not in src)
@@ -460,6 +460,7 @@ def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor,
         raise RuntimeError("split expects at least a 1-dimensional tensor")
     dim = _normalize_dim(dim, tensor.ndim)
     size = tensor.shape[dim]
+    sections: Sequence[int]
     if isinstance(split_size_or_sections, (list, tuple)):
         sections = _sizes((split_size_or_sections,), "split")
         if builtins.sum(sections) != size or builtins.any(s < 0 for s in sections):

@@ -44,11 +44,17 @@ class dtype:
     __slots__ = ("name", "numpy", "itemsize", "is_floating_point", "is_complex", "is_signed",
                  "_category", "_rank")
 
+    #: The name without the module (``"float32"``).
     name: str
+    #: The NumPy dtype of the same layout (``ml_dtypes``' for bfloat16).
     numpy: np.dtype
+    #: Bytes per element.
     itemsize: int
+    #: Whether it is float16, bfloat16, float32 or float64.
     is_floating_point: builtins.bool
+    #: Whether it is complex64 or complex128.
     is_complex: builtins.bool
+    #: Whether it holds negative values (False for bool and the unsigned integers).
     is_signed: builtins.bool
     _category: int
     _rank: int

@@ -26,7 +26,7 @@ class device:
 
     ``index`` is ``None`` for a type-only spelling (``device("cuda")``), meaning the current
     device of that type when it is used: every function that takes a device turns it into the
-    concrete one with :func:`resolve`. Construction checks the spelling only; whether the
+    concrete one. Construction checks the spelling only; whether the
     device exists in this build is checked where it is used.
 
     Raises:
@@ -35,9 +35,11 @@ class device:
     """
 
     __slots__ = ("type", "index")
+    #: The device type (``"cpu"``, ``"sim"`` or ``"cuda"``).
     type: str
     # an int, or None for a type-only spelling; Any because the layers that take a device
     # (dispatch, allocator) receive resolved ones, which the type cannot tell apart
+    #: The device index (an int, 0 for ``cpu``), or None for a type-only spelling.
     index: Any
 
     def __init__(self, type_or_spelling, index: int | None = None):

@@ -44,6 +44,7 @@ def relu(input) -> Tensor:
 
 
 def relu_(input) -> Tensor:
+    """In-place :func:`relu`; returns ``input``."""
     tensor = _tensor_arg(input, "relu_", "input")
     return _apply("relu_", [tensor], _relu, out=tensor, native="relu", cache=True)
 
@@ -65,6 +66,7 @@ def sigmoid(input) -> Tensor:
 
 
 def sigmoid_(input) -> Tensor:
+    """In-place :func:`sigmoid` (floating-point tensors); returns ``input``."""
     tensor = _tensor_arg(input, "sigmoid_", "input")
     return _apply("sigmoid_", [tensor], _sigmoid, result=_floating("sigmoid_"), out=tensor,
                   native="sigmoid", cache=True)
@@ -142,6 +144,7 @@ def erf(input) -> Tensor:
 
 
 def erf_(input) -> Tensor:
+    """In-place :func:`erf` (floating-point tensors); returns ``input``."""
     tensor = _tensor_arg(input, "erf_", "input")
     return _apply("erf_", [tensor], _erf, result=_floating("erf_"), out=tensor, native="erf",
                   cache=True)

@@ -272,17 +272,26 @@ class Node:
         self.pre_hooks: dict[int, list] | None = None
 
     def name(self) -> str:
+        """The node's class name in PyTorch's spelling (``MulBackward0``)."""
         return "".join(part.capitalize() for part in self.op.strip("_").split("_")) + \
             "Backward0"
 
     @property
     def next_functions(self) -> tuple:
+        """``(node, output_nr)`` per differentiable input: the node that made it (an
+        accumulator for a leaf), or ``(None, 0)`` where no gradient flows."""
         return tuple((None, 0) if edge is None else edge for edge in self.next)
 
     def __repr__(self) -> str:
         return f"<{self.name()} object at {id(self):#x}>"
 
     def apply(self, grads: list) -> list:
+        """The gradients of the inputs from ``grads``, those of the outputs (one each).
+
+        Raises:
+            RuntimeError: the saved tensors were freed by an earlier backward (pass
+                ``retain_graph=True`` to the first one).
+        """
         if self.freed:
             raise RuntimeError(
                 "Trying to backward through the graph a second time (or directly access saved "
@@ -979,10 +988,18 @@ class FunctionCtx:
     needs_input_grad: tuple[bool, ...]
 
     def save_for_backward(self, *tensors) -> None:
+        """Keep ``tensors`` (or None) for ``backward``; an in-place change to one before
+        backward makes :attr:`saved_tensors` raise, as in PyTorch."""
         self._saved = [None if t is None else SavedTensor(t) for t in tensors]
 
     @property
     def saved_tensors(self) -> tuple:
+        """The tensors given to :meth:`save_for_backward`, in order.
+
+        Raises:
+            RuntimeError: they were freed by an earlier backward, or one was changed in place
+                since it was saved.
+        """
         saved = self.__dict__.get("_saved")
         if saved is None:
             return ()
@@ -993,6 +1010,7 @@ class FunctionCtx:
         return tuple(None if s is None else s.unpack(self._name) for s in saved)
 
     def saves_anything(self) -> bool:
+        """Whether tensors are saved and not yet freed."""
         saved = self.__dict__.get("_saved")
         return bool(saved) and saved is not _FREED
 
@@ -1033,14 +1051,19 @@ class Function:
 
     @staticmethod
     def forward(ctx, *args):
+        """The op (override it): its result from ``args``, run with grad mode off; save what
+        ``backward`` needs on ``ctx``."""
         raise NotImplementedError("subclasses of Function must implement forward(ctx, ...)")
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        """The derivative (override it): one gradient (or None) per argument of
+        :meth:`forward`, from one gradient per output."""
         raise NotImplementedError("subclasses of Function must implement backward(ctx, ...)")
 
     @classmethod
     def apply(cls, *args):
+        """Run :meth:`forward` on ``args`` and record the op when an argument requires grad."""
         ctx = FunctionCtx()
         ctx._name = cls.__name__
         ctx.needs_input_grad = tuple(requires_grad(a) for a in args)
@@ -1177,6 +1200,7 @@ def tensor_retain_grad(self: Tensor) -> None:
 
 
 def _retains_grad(self: Tensor) -> bool:
+    """Whether :meth:`Tensor.retain_grad` was called on this non-leaf tensor."""
     m = self._ag
     return m is not None and m.retains_grad
 

@@ -226,7 +226,7 @@ def tensor(data, dtype=None, device=None, *, requires_grad: bool = False) -> Ten
             which wraps.
         ValueError: with no ``dtype``, a Python int beyond int64 (``tensor([2**63])``), as in
             PyTorch.
-        ValueError/TypeError: ragged nested lists (``expected sequence of length 2 at dim 1``).
+        ValueError, TypeError: ragged nested lists (``expected sequence of length 2 at dim 1``).
 
     A Tensor ``data`` is copied on its own device unless ``device`` is given, as PyTorch's
     ``torch.tensor(t)`` does (``t.clone().detach()`` says the same more plainly).
@@ -314,10 +314,14 @@ def full(size, fill_value, dtype=None, device=None, *, requires_grad: bool = Fal
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of zeros of shape ``size`` (ints, or one sequence of them), as :func:`empty`
+    takes it."""
     return _leaf(empty(*size, dtype=dtype, device=device).fill_(0), requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """A tensor of ones of shape ``size`` (ints, or one sequence of them), as :func:`empty`
+    takes it."""
     return _leaf(empty(*size, dtype=dtype, device=device).fill_(1), requires_grad)
 
 
@@ -329,22 +333,30 @@ def _like(other: Tensor, dtype, device):
 
 
 def empty_like(other: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
+    """An uninitialised tensor of ``other``'s shape, dtype and device (unless ``dtype`` or
+    ``device`` says otherwise)."""
     dtype, device = _like(other, dtype, device)
     return _leaf(empty(other.shape, dtype=dtype, device=device), requires_grad)
 
 
 def zeros_like(other: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
+    """Zeros of ``other``'s shape, dtype and device (unless ``dtype`` or ``device`` says
+    otherwise)."""
     dtype, device = _like(other, dtype, device)
     return _leaf(zeros(other.shape, dtype=dtype, device=device), requires_grad)
 
 
 def ones_like(other: Tensor, dtype=None, device=None, *, requires_grad: bool = False) -> Tensor:
+    """Ones of ``other``'s shape, dtype and device (unless ``dtype`` or ``device`` says
+    otherwise)."""
     dtype, device = _like(other, dtype, device)
     return _leaf(ones(other.shape, dtype=dtype, device=device), requires_grad)
 
 
 def full_like(other: Tensor, fill_value, dtype=None, device=None, *,
               requires_grad: bool = False) -> Tensor:
+    """``fill_value`` in ``other``'s shape, dtype and device (unless ``dtype`` or ``device``
+    says otherwise), as :func:`full`."""
     dtype, device = _like(other, dtype, device)
     return _leaf(full(other.shape, fill_value, dtype=dtype, device=device), requires_grad)
 

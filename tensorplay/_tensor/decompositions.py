@@ -509,7 +509,7 @@ def linalg_slogdet(A) -> tuple[Tensor, Tensor]:
 
 
 def slogdet(A) -> tuple[Tensor, Tensor]:
-    """``torch.slogdet`` / ``Tensor.slogdet``: as :func:`linalg_slogdet`, the named tuple
+    """``torch.slogdet`` / ``Tensor.slogdet``: as :func:`tensorplay.linalg.slogdet`, the named tuple
     ``slogdet(sign, logabsdet)``."""
     return return_types.slogdet(*_slogdet("linalg.slogdet", A))
 
@@ -586,7 +586,7 @@ def inv(A) -> Tensor:
 
 
 def inverse(A) -> Tensor:
-    """``torch.inverse`` / ``Tensor.inverse``: :func:`inv`."""
+    """``torch.inverse`` / ``Tensor.inverse``: :func:`tensorplay.linalg.inv`."""
     return inv(A)
 
 
@@ -729,8 +729,8 @@ def linalg_cholesky(A, *, upper: bool = False) -> Tensor:
 
 
 def cholesky(A, upper: bool = False) -> Tensor:
-    """``torch.cholesky`` / ``Tensor.cholesky(upper=False)``: :func:`linalg_cholesky` (its
-    errors say ``cholesky``)."""
+    """``torch.cholesky`` / ``Tensor.cholesky(upper=False)``: :func:`tensorplay.linalg.cholesky`
+    (its errors say ``cholesky``)."""
     return _cholesky("cholesky", A, bool(upper))
 
 
@@ -1118,6 +1118,6 @@ def pinv(A, rcond=None, hermitian: bool = False, *, atol=None, rtol=None) -> Ten
 
 
 def pinverse(A, rcond: float = 1e-15) -> Tensor:
-    """``torch.pinverse`` / ``Tensor.pinverse(rcond=1e-15)``: :func:`pinv` with ``rtol=rcond``
-    (``rcond`` relative to the largest singular value)."""
+    """``torch.pinverse`` / ``Tensor.pinverse(rcond=1e-15)``: :func:`tensorplay.linalg.pinv` with
+    ``rtol=rcond`` (``rcond`` relative to the largest singular value)."""
     return pinv(A, rtol=rcond)

@@ -99,6 +99,7 @@ def sub(input, other, *, alpha=1, out: Tensor | None = None) -> Tensor:
 
 
 def add_(input, other, *, alpha=1) -> Tensor:
+    """In-place :func:`add`: ``input += alpha * other``; returns ``input``."""
     if input._ag is None and (other.__class__ is not Tensor or other._ag is None):
         if alpha == 1:   # the eager hot path: one frame less
             return _ops.binary("add", input, other, out=input)
@@ -114,6 +115,7 @@ add_._tp_differentiable = "add"   # type: ignore[attr-defined]   # checks autogr
 
 
 def sub_(input, other, *, alpha=1) -> Tensor:
+    """In-place :func:`sub`: ``input -= alpha * other``; returns ``input``."""
     if alpha == 1:
         return _ops.binary("sub", input, other, out=input)
     return sub(input, other, alpha=alpha, out=input)
@@ -147,6 +149,7 @@ def div(input, other, *, rounding_mode: str | None = None, out: Tensor | None = 
 
 
 def div_(input, other, *, rounding_mode: str | None = None) -> Tensor:
+    """In-place :func:`div` (with its ``rounding_mode``); returns ``input``."""
     return div(input, other, rounding_mode=rounding_mode, out=input)
 
 
@@ -223,18 +226,23 @@ def clone(input) -> Tensor:
 
 
 def is_tensor(obj) -> bool:
+    """Whether ``obj`` is a :class:`Tensor`."""
     return isinstance(obj, Tensor)
 
 
 def is_floating_point(input) -> bool:
+    """Whether ``input``'s dtype is a floating-point one (float16, bfloat16, float32,
+    float64)."""
     return _join._tensor_arg(input, "is_floating_point", "input").dtype.is_floating_point
 
 
 def is_complex(input) -> bool:
+    """Whether ``input``'s dtype is complex64 or complex128."""
     return _join._tensor_arg(input, "is_complex", "input").dtype.is_complex
 
 
 def numel(input) -> int:
+    """The number of elements of ``input`` (1 for a 0-d tensor)."""
     return _join._tensor_arg(input, "numel", "input").numel()
 
 

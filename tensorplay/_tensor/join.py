@@ -249,8 +249,10 @@ clip_ = clamp_
 
 
 def clamp_min(input, min) -> Tensor:
+    """``clamp(input, min=min)``: :func:`clamp` with a lower bound only."""
     return clamp(input, min=min)
 
 
 def clamp_max(input, max) -> Tensor:
+    """``clamp(input, max=max)``: :func:`clamp` with an upper bound only."""
     return clamp(input, max=max)

@@ -62,6 +62,7 @@ def _binary_method(op: str):
             return _ops.binary(op, self, other)
         return _dispatch(op, fn, (self, other), {})
     method.__name__ = op
+    method.__doc__ = f"The method form of :func:`tensorplay.{op}` (this tensor is ``input``)."
     method._tp_differentiable = op   # type: ignore[attr-defined]   # read by _differentiable
     return method
 
@@ -103,6 +104,7 @@ def _inplace_method(op: str):
             return _ops.binary(op, self, other, out=self)
         return _dispatch(op, fn, (self, other), {}, True)
     method.__name__ = f"{op}_"
+    method.__doc__ = f"In-place :meth:`{op}`: writes the result into this tensor and returns it."
     method._tp_differentiable = op   # type: ignore[attr-defined]   # read by _differentiable
     return method
 
@@ -115,6 +117,7 @@ def _unary_method(op: str):
             return _ops.unary(op, self)
         return _dispatch(op, fn, (self,), {})
     method.__name__ = op
+    method.__doc__ = f"The method form of :func:`tensorplay.{op}` (this tensor is ``input``)."
     method._tp_differentiable = op   # type: ignore[attr-defined]   # read by _differentiable
     return method
 
@@ -127,6 +130,7 @@ def _unary_inplace_method(op: str):
             return _ops.unary(op, self, out=self)
         return _dispatch(op, fn, (self,), {}, True)
     method.__name__ = f"{op}_"
+    method.__doc__ = f"In-place :meth:`{op}`: writes the result into this tensor and returns it."
     method._tp_differentiable = op   # type: ignore[attr-defined]   # read by _differentiable
     return method
 

@@ -315,7 +315,7 @@ def copysign(input, other, *, out: Tensor | None = None) -> Tensor:
     counts as negative). Bool/integer inputs give float32.
 
     Raises:
-        NotImplementedError (a RuntimeError): complex operands. RuntimeError: an in-place or
+        NotImplementedError: (a RuntimeError) complex operands. RuntimeError: an in-place or
             ``out=`` into an integer tensor (the result is floating).
     """
     return _copysign_impl("copysign", input, other, out)
@@ -429,7 +429,7 @@ def addcmul(input, tensor1, tensor2, *, value=1, out: Tensor | None = None) -> T
 
     Raises:
         TypeError: a non-Tensor tensor argument or a non-number ``value``.
-        NotImplementedError (a RuntimeError): bool tensors only.
+        NotImplementedError: (a RuntimeError) bool tensors only.
     """
     return _addc("addcmul", input, tensor1, tensor2, value, out, _addcmul)
 
@@ -486,7 +486,7 @@ def lerp(input, end, weight, *, out: Tensor | None = None) -> Tensor:
     Raises:
         TypeError: a non-Tensor ``input``/``end``, a ``weight`` neither Tensor nor number.
         RuntimeError: ``end`` or a tensor ``weight`` of another dtype than ``input``.
-        NotImplementedError (a RuntimeError): bool/integer tensors.
+        NotImplementedError: (a RuntimeError) bool/integer tensors.
     """
     return _lerp_impl("lerp", input, end, weight, out)
 
@@ -674,7 +674,7 @@ def erfinv(input, *, out: Tensor | None = None) -> Tensor:
     module docstring. Bool/integer input gives float32.
 
     Raises:
-        NotImplementedError (a RuntimeError): complex input.
+        NotImplementedError: (a RuntimeError) complex input.
     """
     return _unary("erfinv", input, out, _erfinv, False)
 
@@ -689,7 +689,7 @@ def lgamma(input, *, out: Tensor | None = None) -> Tensor:
     docstring. Bool/integer input gives float32.
 
     Raises:
-        NotImplementedError (a RuntimeError): complex input.
+        NotImplementedError: (a RuntimeError) complex input.
     """
     return _unary("lgamma", input, out, _lgamma, False)
 
@@ -704,7 +704,7 @@ def digamma(input, *, out: Tensor | None = None) -> Tensor:
     accuracy in the module docstring. Bool/integer input gives float32.
 
     Raises:
-        NotImplementedError (a RuntimeError): complex input.
+        NotImplementedError: (a RuntimeError) complex input.
     """
     return _unary("digamma", input, out, _digamma, False)
 

@@ -129,7 +129,7 @@ class Generator:
         self.load_words(state_words(new_state, call))
 
     def load_words(self, words: np.ndarray) -> None:
-        """Restore the ``[seed, offset]`` uint64 words that :func:`state_words` checked."""
+        """Restore the ``[seed, offset]`` uint64 words of a checked state."""
         self._initial_seed = int(words[0])
         self.state().copy_(Tensor._make(words, _device.CPU, _dtype.uint64))
 
@@ -312,7 +312,12 @@ def normal(mean, std=1.0, size=None, dtype=None, device=None, generator=None) ->
 
 def manual_seed(value) -> None:
     """Seed the cpu generator and every accelerator device's generator (as torch.manual_seed)
-    with an int or an integral float (``2.0``); see :func:`normalize_seed` for what is refused."""
+    with an int or an integral float (``2.0``); negative seeds wrap to uint64.
+
+    Raises:
+        TypeError: another type, or a float with a fractional part.
+        RuntimeError: a seed outside ``[-2**63, 2**64)``.
+    """
     generator_for(_device.CPU).manual_seed(value)
     backend = accelerator_backend()
     if backend is not None:
@@ -422,7 +427,7 @@ def geometric_(tensor: Tensor, p: float, *, generator=None) -> Tensor:
 
 
 def randperm(n: int, *, generator=None, dtype=None, device=None) -> Tensor:
-    """A random permutation of ``0 .. n-1`` (int64 unless ``dtype``): the stable argsort of
+    """A random permutation of ``range(n)`` (int64 unless ``dtype``): the stable argsort of
     fresh uniform keys, so it runs on the device and inside a capture."""
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0:
         raise RuntimeError(f"randperm: n must be a non-negative int, got {n!r}")

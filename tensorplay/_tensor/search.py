@@ -410,7 +410,7 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0) -> Tensor:
     and CPU kernels do.
 
     Raises:
-        NotImplementedError (a RuntimeError): bool or complex input, integer input on cpu.
+        NotImplementedError: (a RuntimeError) bool or complex input, integer input on cpu.
         RuntimeError: ``bins <= 0``, ``min > max``, an infinite range.
     """
     tensor = _tensor(input, "histc")

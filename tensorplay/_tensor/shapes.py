@@ -588,12 +588,12 @@ def triu(input, diagonal: int = 0) -> Tensor:
 
 
 def tril_(input, diagonal: int = 0) -> Tensor:
-    """In-place :func:`tril`; refused on an ``expand()``ed view (RuntimeError)."""
+    """In-place :func:`tril`; refused on a view made by ``expand()`` (RuntimeError)."""
     return _triangle("tril_", input, diagonal, True)
 
 
 def triu_(input, diagonal: int = 0) -> Tensor:
-    """In-place :func:`triu`; refused on an ``expand()``ed view (RuntimeError)."""
+    """In-place :func:`triu`; refused on a view made by ``expand()`` (RuntimeError)."""
     return _triangle("triu_", input, diagonal, True)
 
 

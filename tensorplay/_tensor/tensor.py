@@ -207,17 +207,21 @@ class Tensor:
 
     @property
     def dtype(self) -> _dtype.dtype:
+        """The element type (a :class:`tensorplay.dtype`)."""
         return self._dtype
 
     @property
     def device(self) -> _device_cls:
+        """The :class:`tensorplay.device` holding the data (``cpu``, ``sim:i``, ``cuda:i``)."""
         return self._device
 
     @property
     def ndim(self) -> int:
+        """The number of dimensions (0 for a scalar tensor)."""
         return self._data.ndim
 
     def dim(self) -> int:
+        """The number of dimensions, as :attr:`Tensor.ndim`."""
         return self._data.ndim
 
     def numel(self) -> int:
@@ -229,7 +233,7 @@ class Tensor:
         return int(self._data.size)
 
     def element_size(self) -> int:
-        """Bytes per element (a method, as in PyTorch; :attr:`itemsize` is the property)."""
+        """Bytes per element (a method, as in PyTorch; :attr:`Tensor.itemsize` is the property)."""
         return self._dtype.itemsize
 
     @property
@@ -252,6 +256,8 @@ class Tensor:
         return strides[_normalize_dim(dim, len(strides))]
 
     def is_contiguous(self) -> bool:
+        """Whether the elements lie in C order without gaps (PyTorch's default layout; empty
+        tensors are contiguous)."""
         if self._data.size == 0:  # NumPy gives empty arrays zero strides; PyTorch says True
             return True
         expected = _dispatch.c_strides(self._data.shape, self._dtype.itemsize)
@@ -260,6 +266,7 @@ class Tensor:
 
     @property
     def is_cuda(self) -> bool:
+        """Whether the tensor lives on a ``cuda`` device."""
         return self._device.type == "cuda"
 
     @property
@@ -276,6 +283,7 @@ class Tensor:
         return self._dtype.is_floating_point
 
     def is_complex(self) -> bool:
+        """Whether the dtype is complex (:func:`tensorplay.is_complex`)."""
         return self._dtype.is_complex
 
     def data_ptr(self) -> int:

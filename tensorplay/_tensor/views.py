@@ -168,6 +168,7 @@ def _view_dtype(tensor: Tensor, dtype: _dtype.dtype) -> Tensor:
 
 
 def view_as(tensor: Tensor, other: Tensor) -> Tensor:
+    """A view of ``tensor`` with ``other``'s shape (:meth:`Tensor.view`)."""
     return view(tensor, other.shape)
 
 
@@ -185,6 +186,7 @@ def reshape(tensor: Tensor, *shape) -> Tensor:
 
 
 def reshape_as(tensor: Tensor, other: Tensor) -> Tensor:
+    """``tensor`` reshaped to ``other``'s shape (:func:`reshape`: a view when possible)."""
     return reshape(tensor, other.shape)
 
 
@@ -277,6 +279,8 @@ def mH(tensor: Tensor) -> Tensor:
 
 
 def adjoint(tensor: Tensor) -> Tensor:
+    """``tensor.mH``: the conjugate transpose of the last two dimensions (a copy for complex
+    tensors, a view otherwise)."""
     return mH(tensor)
 
 
@@ -287,7 +291,7 @@ def _conj(tensor: Tensor) -> Tensor:
 
 
 def real(tensor: Tensor) -> Tensor:
-    """The real part: a view for complex tensors, the tensor itself otherwise."""
+    """The real part (a view) of a complex tensor; any other tensor itself."""
     if not tensor.dtype.is_complex:
         return tensor
     return _make_view(tensor, tensor._data.real, _dtype.from_numpy_dtype(tensor._data.real.dtype))
@@ -411,11 +415,12 @@ def expand(tensor: Tensor, *sizes) -> Tensor:
 
 
 def expand_as(tensor: Tensor, other: Tensor) -> Tensor:
+    """``tensor`` broadcast to ``other``'s shape, as a view (:meth:`Tensor.expand`)."""
     return expand(tensor, other.shape)
 
 
 def broadcast_to(tensor: Tensor, shape) -> Tensor:
-    """Same as :func:`expand` (``shape`` as one sequence)."""
+    """Same as :meth:`Tensor.expand` (``shape`` as one sequence)."""
     return expand(tensor, _sizes((shape,), "broadcast_to"))
 
 

@@ -106,6 +106,7 @@ class Stream:
 
     @property
     def device(self):
+        """The :class:`tensorplay.device` this stream belongs to."""
         return _device._canonical(require_accelerator().device_type, self.device_index)
 
     def query(self) -> bool:

@@ -864,7 +864,7 @@ def fori_loop(lower: Tensor | int, upper: Tensor | int, body_fn: Callable[[Tenso
         init_val: a tensor, or a tuple, list or dict of tensors (nested).
         unroll: iterations per pass of the captured while node, as JAX's ``unroll``: a positive
             int, ``True`` (every iteration, no while node) or ``False`` (one). ``None`` (the
-            default) lets tensorplay choose: :data:`AUTO_UNROLL` when both bounds are Python
+            default) lets tensorplay choose: 8 (``AUTO_UNROLL``) when both bounds are Python
             ints and the loop runs at least twice that many iterations, else one.
 
     Returns:

@@ -16,6 +16,7 @@ Everything runs on every device (cpu and the accelerator), is differentiable thr
 whole training step can be captured into a graph.
 
 Pitfalls (differences from PyTorch, forced by tensorplay's data model):
+
 - ``Parameter(t)`` returns a plain ``Tensor`` with a parameter mark: ``isinstance(p,
   nn.Parameter)`` is True, ``type(p) is nn.Parameter`` is False.
 - ``Module.to()`` (and ``cpu``/``cuda``/``float``/``half``/...) replaces a parameter whose

@@ -276,12 +276,15 @@ class ModuleDict(Module):
         return value
 
     def keys(self) -> Iterable[str]:
+        """The names, in insertion order."""
         return self._modules.keys()
 
     def items(self) -> Iterable[tuple[str, Module]]:
+        """``(name, module)`` pairs, in insertion order."""
         return self._modules.items()
 
     def values(self) -> Iterable[Module]:
+        """The modules, in insertion order."""
         return self._modules.values()
 
     def update(self, modules: Mapping[str, Module] | Iterable) -> None:

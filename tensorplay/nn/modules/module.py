@@ -75,6 +75,7 @@ class RemovableHandle:
         self._dicts = dicts
 
     def remove(self) -> None:
+        """Take the hook away (a second call does nothing)."""
         for table in self._dicts:
             table.pop(self.id, None)
 

@@ -175,7 +175,14 @@ if [ "$what" = training ]; then
   cut -c1-40 "$OUT/count_frames_cuda.txt"
 fi
 if [ "$what" = profile ]; then
-  # where the eager training step's and the eager GPT-2 decode step's host time goes
+  # where the eager training step's and the eager GPT-2 decode step's host time goes (after
+  # the given tests, if any: TP_TESTS)
+  if [ -n "${TP_TESTS:-}" ]; then
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=100 $TP_TESTS \
+      > "$OUT/profile_tests_cuda.log" 2>&1
+    grep -E "^(FAILED|ERROR)|^E   " "$OUT/profile_tests_cuda.log" | cut -c1-220 | head -30
+    tail -1 "$OUT/profile_tests_cuda.log"
+  fi
   timeout 90 python3 benchmarks/profile_training_step.py 8 > "$OUT/profile_training_step.txt" 2>&1
   head -45 "$OUT/profile_training_step.txt" | cut -c1-160
   timeout 200 python3 benchmarks/profile_gpt2_decode.py > "$OUT/profile_gpt2_decode.txt" 2>&1

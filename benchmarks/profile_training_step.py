@@ -8,7 +8,7 @@ import sys
 import time
 
 import tensorplay as tp
-from tensorplay.bench.training import training_step
+from tensorplay.bench.training import LAYERS, WIDTH, training_step
 
 
 def main() -> None:
@@ -27,6 +27,39 @@ def main() -> None:
     done = time.perf_counter()
     print(f"eager step on {device}, batch {batch}: {(issued - start) / 50 * 1e6:.1f} us host, "
           f"{(done - start) / 50 * 1e6:.1f} us total per step")
+    phases = dict.fromkeys(("zero_grad", "forward", "backward", "optimizer step"), 0.0)
+    _, params, optimizer = training_step(tp, device, batch)
+    data = tp.randn(batch, WIDTH, device=device)
+    target = tp.randn(batch, WIDTH, device=device)
+    F = tp.nn.functional
+    for round in range(55):
+        marks = [time.perf_counter()]
+        optimizer.zero_grad(set_to_none=False)
+        marks.append(time.perf_counter())
+        h = data
+        for i in range(LAYERS):
+            h = F.gelu(h @ params[2 * i] + params[2 * i + 1])
+        loss = F.mse_loss(h, target)
+        marks.append(time.perf_counter())
+        loss.backward()
+        marks.append(time.perf_counter())
+        optimizer.step()
+        marks.append(time.perf_counter())
+        if round >= 5:
+            for name, begin, end in zip(phases, marks, marks[1:]):
+                phases[name] += (end - begin) / 50
+    tp.accelerator.synchronize()
+    print("host time per phase: " + ", ".join(f"{name} {seconds * 1e6:.1f} us"
+                                                for name, seconds in phases.items()))
+    with tp.no_grad():
+        start = time.perf_counter()
+        for _ in range(50):
+            h = data
+            for i in range(LAYERS):
+                h = F.gelu(h @ params[2 * i] + params[2 * i + 1])
+            F.mse_loss(h, target)
+        print(f"the forward without autograd: {(time.perf_counter() - start) / 50 * 1e6:.1f} "
+              f"us host")
     profile = cProfile.Profile()
     profile.enable()
     for _ in range(50):

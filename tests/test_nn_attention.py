@@ -103,3 +103,75 @@ def test_captured_attention_replays_with_new_inputs(dev):
     graph.stage_and_launch([q, k, v], on(dev, *fresh, dtype=tp.float32))
     np.testing.assert_allclose(to_numpy(out), reference(*fresh, causal=True), rtol=1e-5,
                                atol=1e-6)
+
+
+# -- the one-kernel path: at most 16 query rows, no gradient, no dropout ------------------------
+@pytest.mark.parametrize("dtype, rtol", [(tp.float32, 2e-5), (tp.bfloat16, 3e-2),
+                                         (tp.float16, 4e-3), (tp.float64, 1e-10)])
+@pytest.mark.parametrize("keys", [5, 300, 2500])   # one chunk of keys; split chunks on cuda
+def test_few_query_rows_take_one_kernel_and_match(device, dtype, rtol, keys):
+    """A decode-shaped call (a strided query, a cache-shaped key and value, a bool mask
+    broadcast over batch and heads) against the reference and against the composed path."""
+    qkv = RNG.standard_normal((2, 3, 4, 64))
+    q = qkv[:, 0][:, :, None]                              # (2, 4, 1, 64), strided
+    k, v = arrays((2, 4, keys, 64), (2, 4, keys, 64))
+    keep = RNG.random(keys) > 0.2
+    keep[0] = True
+    tq = tp.tensor(qkv, dtype=dtype, device=device)[:, 0].unsqueeze(2)
+    tk, tv = on(device, k, v, dtype=dtype)
+    mask = tp.tensor(keep, device=device).view(1, 1, 1, keys)
+    got = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=mask)
+    assert got.dtype is dtype and got.shape == (2, 4, 1, 64)
+    as_stored = [to_numpy(t.double()) for t in (tq, tk, tv)]
+    np.testing.assert_allclose(to_numpy(got.double()), reference(*as_stored, mask=keep),
+                               rtol=rtol, atol=rtol)
+    composed = F.scaled_dot_product_attention(tq.requires_grad_(), tk, tv, attn_mask=mask)
+    np.testing.assert_allclose(to_numpy(got.double()), to_numpy(composed.detach().double()),
+                               rtol=rtol, atol=rtol)
+    assert q.shape == (2, 4, 1, 64)
+
+
+def test_few_query_rows_causal_additive_grouped_and_all_masked(device):
+    q, k, v = arrays((1, 4, 3, 16), (1, 2, 6, 16), (1, 2, 6, 16))
+    tq, tk, tv = on(device, q, k, v, dtype=tp.float32)
+    wide_k, wide_v = np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1)
+    got = F.scaled_dot_product_attention(tq, tk, tv, is_causal=True, enable_gqa=True)
+    np.testing.assert_allclose(to_numpy(got), reference(q, wide_k, wide_v, causal=True),
+                               rtol=2e-5, atol=2e-6)
+    bias = RNG.standard_normal((4, 3, 6))
+    got = F.scaled_dot_product_attention(tq, tk, tv, attn_mask=on(device, bias,
+                                                                  dtype=tp.float32)[0],
+                                         scale=0.3, enable_gqa=True)
+    np.testing.assert_allclose(to_numpy(got), reference(q, wide_k, wide_v, mask=bias,
+                                                        scale=0.3), rtol=2e-5, atol=2e-6)
+    keep = np.ones((3, 6), bool)
+    keep[1] = False                                        # query row 1 sees no key: NaN
+    got = to_numpy(F.scaled_dot_product_attention(
+        tq, tk, tv, attn_mask=tp.tensor(keep, device=device), enable_gqa=True))
+    assert np.isnan(got[:, :, 1]).all() and not np.isnan(got[:, :, [0, 2]]).any()
+    with pytest.raises(RuntimeError):   # grouped heads need enable_gqa, as in PyTorch
+        F.scaled_dot_product_attention(tq, tk, tv)
+
+
+@requires_accelerator
+def test_captured_decode_attention_reads_the_cache_and_mask_at_each_replay(dev, tmp_path):
+    keys = 40
+    cache_k, cache_v = on(dev, *arrays((1, 2, keys, 8), (1, 2, keys, 8)), dtype=tp.float32)
+    q = on(dev, *arrays((1, 2, 1, 8)), dtype=tp.float32)[0]
+    positions = tp.arange(keys, device=dev)
+    pos = tp.zeros(1, dtype=tp.int64, device=dev)
+    graph = tp.accelerator.Graph()
+    with graph:
+        visible = (positions <= pos).view(1, 1, 1, keys)
+        out = F.scaled_dot_product_attention(q, cache_k, cache_v, attn_mask=visible)
+    path = tmp_path / "graph.dot"
+    graph.debug_dump(str(path))
+    dump = path.read_text()
+    # the comparison, then the attention: the composed ops would chain at least seven nodes
+    assert dump.count("->") < 5 and "softmax" not in dump
+    for position in (0, 7, 39):
+        pos.fill_(position)
+        graph.replay()
+        keep = np.arange(keys) <= position
+        expected = reference(*(to_numpy(t) for t in (q, cache_k, cache_v)), mask=keep)
+        np.testing.assert_allclose(to_numpy(out), expected, rtol=2e-5, atol=2e-6)

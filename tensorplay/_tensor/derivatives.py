@@ -729,6 +729,22 @@ rule("layer_norm", {"self": _layer_norm_input,
                     "bias": lambda c, g: g}, saves=("self", "weight"))
 
 
+def _mse_grad(c, g, sign: float):
+    """One kernel: ``sign * 2 * (input - target) * grad``, over the count for the mean."""
+    scale = sign * 2.0
+    if c.get("reduction", "mean") == "mean":
+        scale /= max(1, math.prod(_ops._broadcast_shape("mse_loss", c.self.shape,
+                                                         c.target.shape)))
+    return _ops.formula("mse_loss_backward", [c.self, c.target, g, scale], _mse_backward,
+                        cache=True)
+
+
+def _mse_backward(xp, a, b, g, scale):
+    return (a - b) * g * scale
+
+
+rule("mse_loss", {"self": lambda c, g: _mse_grad(c, g, 1.0),
+                  "target": lambda c, g: _mse_grad(c, g, -1.0)}, saves=("self", "target"))
 rule("dropout_masked", {"self": lambda c, g: g * (c.noise >= c.threshold) * c.scale},
      saves=("noise",))
 

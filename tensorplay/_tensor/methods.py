@@ -287,7 +287,7 @@ _NOT_OPS = frozenset({"is_tensor", "is_floating_point", "is_complex", "numel",
 #: op functions that only ``nn.functional`` exports, made differentiable where they live too
 _INTERNAL_OPS = ("linear", "solve", "inv", "linalg_cholesky", "linalg_qr", "linalg_slogdet",
                  "linalg_svd", "eigh", "lstsq", "matrix_norm", "norm", "pinv", "svdvals",
-                 "vector_norm")
+                 "vector_norm", "mse_loss")
 #: in-place methods whose rule keeps the trailing underscore off under another name
 _INPLACE_RULES = {"copy_": "copy", "fill_": "fill", "zero_": "zero"}
 

@@ -1,12 +1,14 @@
 """The ops behind ``tensorplay.nn.functional`` that the tensor API lacks: ``layer_norm``,
 ``dropout``, ``one_hot`` and ``silu_`` (in-place SiLU).
 
-No op here has a kernel of its own; each is composed of existing machinery:
+Each op is composed of existing machinery (``layer_norm`` uses a backend hook where one exists):
 
-- ``layer_norm`` is ONE formula kernel of the elementwise engine (``elementwise.formula``'s
-  plan, as ``softmax`` in ``activations.py``): mean and biased variance over the normalized
-  dimensions, ``(x - mean) / sqrt(var + eps) * weight + bias``. float16 and bfloat16 compute in
-  float32 and round once when stored, as PyTorch does; the plan is kept per signature.
+- ``layer_norm`` is ONE kernel: the backend's ``layer_norm`` hook (cuda: a raw kernel, a block
+  per row) for one normalized dim of a contiguous input, else one formula kernel of the
+  elementwise engine (``elementwise.formula``'s plan, as ``softmax`` in ``activations.py``):
+  mean and biased variance over the normalized dimensions,
+  ``(x - mean) / sqrt(var + eps) * weight + bias``. float16 and bfloat16 compute in float32 and
+  round once when stored, as PyTorch does; the plan is kept per signature (and ``eps``).
 - ``dropout`` draws its mask from the device's Philox generator (``random.uniform_`` into a
   fresh float32 tensor on the input's device), so inside a captured graph every replay draws
   fresh numbers, and after ``manual_seed(s)`` k replays drop what k eager calls drop. The keep
@@ -46,21 +48,40 @@ _PLAN_LIMIT = 1024
 
 
 @functools.cache
-def _layer_norm_formula(count: int, has_weight: bool, has_bias: bool):
-    """The formula ``fn(xp, x, [weight], [bias], eps)`` normalizing the last ``count`` dims."""
+def _layer_norm_formula(count: int, has_weight: bool, has_bias: bool, eps: float):
+    """The formula ``fn(xp, x, [weight], [bias])`` normalizing the last ``count`` dims."""
     axes = tuple(range(-count, 0))
 
     def formula(xp, x, *rest):
         mean = xp.mean(x, axis=axes, keepdims=True)
         centered = x - mean
         variance = xp.mean(centered * centered, axis=axes, keepdims=True)
-        y = centered * (1 / xp.sqrt(variance + rest[-1]))
+        y = centered * (1 / xp.sqrt(variance + x.dtype.type(eps)))
         if has_weight:
             y = y * rest[0]
         if has_bias:
-            y = y + rest[-2]
+            y = y + rest[-1]
         return y
     return formula
+
+
+def _layer_norm_native(input: Tensor, normalized_shape: tuple[int, ...], weight, bias,
+                       eps: float):
+    """The backend's one-kernel layer norm as a formula's ``native(*arrays, out_array)``, or
+    None: no ``layer_norm`` hook, more than one normalized dim, a strided input, or
+    parameters of another dtype than the input's."""
+    hook = _dispatch._hook_for(_dispatch.xp_of(input.device), "layer_norm")
+    if hook is None or len(normalized_shape) != 1 or not input.is_contiguous() or any(
+            p is not None and (p.dtype is not input.dtype or not p.is_contiguous())
+            for p in (weight, bias)):
+        return None
+    if weight is not None and bias is not None:
+        return lambda x, w, b, out: hook(x, w, b, out, eps)
+    if weight is not None:
+        return lambda x, w, out: hook(x, w, None, out, eps)
+    if bias is not None:
+        return lambda x, b, out: hook(x, None, b, out, eps)
+    return lambda x, out: hook(x, None, None, out, eps)
 
 
 def _check_layer_norm(input: Tensor, normalized_shape: tuple[int, ...], weight, bias) -> None:
@@ -129,19 +150,43 @@ def layer_norm(input: Tensor, normalized_shape: tuple[int, ...], weight: Tensor 
     """
     key = ("layer_norm", normalized_shape, _ops._signature(input),
            None if weight is None else _ops._signature(weight),
-           None if bias is None else _ops._signature(bias))
+           None if bias is None else _ops._signature(bias), eps)
     plan = _layer_norm_plans.get(key)
-    operands = [input] + [p for p in (weight, bias) if p is not None] + [eps]
+    operands = [input] + [p for p in (weight, bias) if p is not None]
     if plan is None:
         _check_layer_norm(input, normalized_shape, weight, bias)
         if input.numel() == 0:   # nothing to normalize (and NumPy would warn on empty means)
             return _creation.empty(input.shape, dtype=input.dtype, device=input.device)
+        eps = float(eps)
         formula = _layer_norm_formula(len(normalized_shape), weight is not None,
-                                      bias is not None)
+                                      bias is not None, eps)
+        native = _layer_norm_native(input, normalized_shape, weight, bias, eps)
         plan = _ops._plan("layer_norm", None, operands, None, None, None, None, formula,
-                          None, _input_dtype)
+                          native, _input_dtype)
         _dispatch.remember(_layer_norm_plans, key, plan, _PLAN_LIMIT)
     return _ops._execute(plan, operands, None)
+
+
+# -- mse_loss -------------------------------------------------------------------------------------
+def _squared_difference(xp, a, b):
+    d = a - b
+    return d * d
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """``(input - target) ** 2`` (one formula kernel), then its mean or sum (one reduction)
+    unless ``reduction == "none"``: recorded by autograd as ONE op whose derivative is one
+    kernel, ``2 * (input - target) * grad`` (divided by the count for the mean). The caller
+    (``nn.functional.mse_loss``) has checked the operands and ``reduction``. The mean of an
+    empty input is NaN."""
+    loss = _ops.formula("mse_loss", [input, target], _squared_difference, cache=True)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return _reductions.sum(loss)
+    if loss.numel() == 0:
+        return _reductions.sum(loss) / 0
+    return _reductions.mean(loss)
 
 
 # -- dropout --------------------------------------------------------------------------------------

@@ -292,6 +292,19 @@ class OptionalHooks(Protocol):
         """One kernel writing the softmax (``log``: log-softmax) of ``x`` along ``dim`` into
         ``out``. Fallback: composed from xp ops (max, subtract, exp, sum, divide)."""
 
+    def layer_norm(self, x: Any, weight: Any, bias: Any, out: Any, eps: float) -> None:
+        """One kernel writing the layer norm of C-contiguous ``x`` over its last dimension into
+        ``out`` (``weight``/``bias``: 1-D arrays of that length and ``x``'s dtype, or None).
+        Fallback: one formula kernel of ``xp`` calls (``_tensor/normalization.py``)."""
+
+    def attention(self, q: Any, k: Any, v: Any, mask: Any, out: Any, scale: float,
+                  causal: bool) -> bool:
+        """Scaled dot-product attention of ``q`` ``(B, H, L, D)`` against ``k``/``v`` ``(B,
+        Hkv, S, D)`` into C-contiguous ``out``, with ``mask`` (None, bool or additive,
+        broadcastable to ``(B, H, L, S)``) or ``causal``, in one kernel (``_tensor/attention.py``
+        states the semantics); returns False, touching nothing, for a case it does not take.
+        Fallback: the same formula from ``xp`` calls inside the one launch."""
+
     def elementwise_kernel(self, op: str, compute: Any, kinds: str, out: Any) -> Callable | None:
         """A launcher ``fn(*operands, out_array)`` of one cached kernel for the elementwise
         ``op`` over operands of ``kinds`` ("a" array of the output's shape, "r" contiguous array

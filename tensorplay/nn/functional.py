@@ -37,7 +37,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype
-from .._tensor import creation as _creation, linalg as _linalg
+from .._tensor import attention as _attention, creation as _creation, linalg as _linalg
 from .._tensor import autograd as _autograd
 from .._tensor import functional as _functional
 from .._tensor import normalization as _normalization
@@ -389,15 +389,21 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
     return loss.mean()
 
 
+def _warn_target_size(target: Tensor, input: Tensor, stacklevel: int) -> None:
+    """PyTorch's warning for a loss whose target and input shapes differ (they broadcast);
+    ``stacklevel`` as ``warnings.warn`` takes it, counted from the caller."""
+    warnings.warn(f"Using a target size ({target.shape!s}) that is different to the input "
+                  f"size ({input.shape!s}). This will likely lead to incorrect results due "
+                  f"to broadcasting. Please ensure they have the same size.", UserWarning,
+                  stacklevel=stacklevel + 1)
+
+
 def _pointwise_loss(op: str, input, target, reduction: str, size_average, reduce,
                     form) -> Tensor:
     input = _tensor(input, op, "input", 1)
     target = _tensor(target, op, "target", 2)
     if tuple(target.shape) != tuple(input.shape):
-        warnings.warn(f"Using a target size ({target.shape!s}) that is different to the input "
-                      f"size ({input.shape!s}). This will likely lead to incorrect results due "
-                      f"to broadcasting. Please ensure they have the same size.", UserWarning,
-                      stacklevel=3)
+        _warn_target_size(target, input, 3)
     reduction = _reduction(reduction, size_average, reduce)
     difference = input - target
     _floating(op, difference)
@@ -416,8 +422,13 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
         ValueError: an unknown ``reduction``. RuntimeError: shapes that do not broadcast; a
             bool/integer result dtype ("not implemented for int64").
     """
-    return _pointwise_loss("mse_loss", input, target, reduction, size_average, reduce,
-                           lambda d: d * d)
+    input = _tensor(input, "mse_loss", "input", 1)
+    target = _tensor(target, "mse_loss", "target", 2)
+    reduction = _reduction(reduction, size_average, reduce)
+    if tuple(target.shape) != tuple(input.shape):
+        _warn_target_size(target, input, 2)
+    _floating("mse_loss", input, _dtype.result_type(input, target))
+    return _normalization.mse_loss(input, target, reduction)
 
 
 def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
@@ -677,9 +688,19 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     ``enable_gqa=True`` lets ``key`` and ``value`` have fewer heads (dimension -3) than
     ``query``, each shared by ``query``'s heads in groups.
 
-    Which path runs: the composed one on every backend (products, ``masked_fill`` or an add,
-    ``softmax``, products), so it works eagerly, inside graphs and under autograd; a row whose
-    every key is masked gives NaN, as PyTorch's math path does.
+    Which path runs:
+
+    - ONE op (one node of a captured graph) for 4-D operands with at most 16 query rows (the
+      decode step) when no gradient is recorded and ``dropout_p`` is 0: on cuda a fused kernel
+      (online softmax over chunks of the keys, a second small kernel combining the chunks when
+      the keys are split, flash-decoding style) for float16, bfloat16 and float32 with head
+      dimensions up to 256; elsewhere, and for float64 or larger heads, the same formula in
+      one launch. Keys and values with fewer heads are read in place, not repeated.
+    - otherwise the composed ops on every backend (products, ``masked_fill`` or an add,
+      ``softmax``, products), so it works under autograd too.
+
+    Both work eagerly and inside graphs; a row whose every key is masked gives NaN, as
+    PyTorch's math path does.
 
     Raises:
         RuntimeError: query, key and value of different dtypes; both ``attn_mask`` and
@@ -707,9 +728,15 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa, query's heads "
                                f"({heads}) must be a multiple of key's and value's "
                                f"({kv_heads}, {value.shape[-3]})")
-        key, value = _share_heads(key, heads // kv_heads), _share_heads(value, heads // kv_heads)
-    length, source = query.shape[-2], key.shape[-2]
     factor = 1.0 / math.sqrt(query.shape[-1]) if scale is None else float(scale)
+    if dropout_p == 0.0 and _fused_attention_applies(query, key, value, attn_mask, enable_gqa):
+        if attn_mask is not None:
+            attn_mask = _tensor(attn_mask, "scaled_dot_product_attention", "attn_mask", 4)
+        return _attention.attention(query, key, value, attn_mask, factor, is_causal)
+    if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
+        groups = query.shape[-3] // key.shape[-3]
+        key, value = _share_heads(key, groups), _share_heads(value, groups)
+    length, source = query.shape[-2], key.shape[-2]
     scores = (query @ key.mT) * factor
     if is_causal:
         future = _creation.ones(length, source, dtype=_dtype.bool, device=query.device).triu(1)
@@ -724,6 +751,41 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return weights @ value
+
+
+#: the most query rows the one-kernel attention takes (it scores each row against the keys on
+#: its own: right for decoding, not for a long prompt, where the products reuse the keys)
+_FUSED_ATTENTION_QUERIES = 16
+
+
+def _fused_attention_applies(query: Tensor, key: Tensor, value: Tensor, mask,
+                             enable_gqa: bool) -> bool:
+    """Whether ``scaled_dot_product_attention`` takes the one-kernel op: 4-D operands of one
+    float dtype on one device, at most ``_FUSED_ATTENTION_QUERIES`` query rows, nothing empty,
+    values as wide as the keys, as many key heads as the query's (or, with ``enable_gqa``, a
+    divisor of them), a bool mask or one of the query's dtype broadcastable to the scores, and
+    no gradient to record."""
+    if query.ndim != 4 or key.ndim != 4 or value.ndim != 4:
+        return False
+    batch, heads, length, dim = query.shape
+    if not 0 < length <= _FUSED_ATTENTION_QUERIES or not query.dtype.is_floating_point or \
+            key.shape != value.shape or key.shape[0] != batch or key.shape[3] != dim or \
+            heads % max(key.shape[1], 1) or 0 in key.shape or dim == 0 or \
+            (key.shape[1] != heads and not enable_gqa):
+        return False
+    device = query.device
+    if key.device != device or value.device != device:
+        return False
+    operands: tuple[Tensor, ...] = (query, key, value)
+    if mask is not None:
+        if not isinstance(mask, Tensor) or mask.device != device or mask.ndim > 4 or not (
+                mask.dtype is _dtype.bool or mask.dtype is query.dtype):
+            return False
+        scores = (batch, heads, length, key.shape[2])
+        if any(n not in (1, m) for n, m in zip(mask.shape[::-1], scores[::-1])):
+            return False
+        operands += (mask,)
+    return not (_autograd.is_grad_enabled() and any(t.requires_grad for t in operands))
 
 
 def _share_heads(tensor: Tensor, groups: int) -> Tensor:

@@ -55,7 +55,8 @@ except Exception as exc:  # noqa: BLE001 - reported by create_backend, kept by t
     _IMPORT_ERROR: BaseException | None = exc
 else:
     _IMPORT_ERROR = None
-    from . import _activations, _cupy_bridge, _elementwise, _graphs, _kernels, _matmul, _optim
+    from . import _activations, _cupy_bridge, _elementwise, _graphs, _kernels, _matmul, _optim, \
+        _rows
     from . import _streams
     from ._graphs import CudaExecutable, CudaGraph
 
@@ -568,6 +569,28 @@ class CudaBackend:
         """``out[...] = (log_)softmax(x, dim)`` in one raw kernel:
         :func:`._activations.softmax`."""
         _activations.softmax(x, dim, out, log)
+
+    def layer_norm(self, x, weight, bias, out, eps: float) -> None:
+        """``out[...] = layer_norm(x)`` over the last dimension in one raw kernel:
+        :func:`._rows.layer_norm`."""
+        _rows.layer_norm(x, weight, bias, out, eps)
+
+    def attention(self, q, k, v, mask, out, scale: float, causal: bool) -> bool:
+        """Scaled dot-product attention of few query rows in one raw kernel (two when the keys
+        are split): :func:`._rows.attention`; False for what it does not take (float64, head
+        dimensions over 256, a last dimension that is not contiguous, a mask of another float
+        dtype than the query's or float32)."""
+        dtype = q.dtype
+        if dtype not in _rows.ATTENTION_DTYPES or k.dtype != dtype or v.dtype != dtype or \
+                q.shape[-1] > _rows.MAX_HEAD_DIM or any(
+                    a.size and a.shape[-1] > 1 and a.strides[-1] != a.itemsize
+                    for a in (q, k, v)):
+            return False
+        if mask is not None and mask.dtype != np.bool_ and mask.dtype != dtype and \
+                mask.dtype != np.float32:
+            return False
+        _rows.attention(q, k, v, mask, out, scale, causal)
+        return True
 
     def adam_update(self, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr,
                     beta1: float, beta2: float, eps: float, weight_decay: float,

@@ -28,7 +28,8 @@ import numpy as np
 
 __all__ = ["OPS", "SUM_SMALL_LIMIT", "SUM_NAME", "HALF_DTYPES", "kernel_source", "kernel_name",
            "unary_expression", "program_source", "program_name", "sum_source", "sum_accumulator",
-           "result_dtype", "arity", "softmax_source", "softmax_name"]
+           "result_dtype", "arity", "softmax_source", "softmax_name", "HELPERS", "storage_type",
+           "compute_type", "load_expr", "store_expr"]
 
 SUM_SMALL_LIMIT = 1 << 16   #: the most elements one single-block sum kernel is given
 
@@ -191,6 +192,29 @@ def _store(result: np.dtype, out: np.dtype, expr: str) -> str:
     if out == _BF16:
         return f"tp_st_bf16((float)({expr}))"
     return f"({_CTYPES[out][0]})({expr})"
+
+
+HELPERS = _HELPERS   #: the typedefs and half-precision conversions every kernel source starts with
+
+
+def storage_type(dtype: np.dtype) -> str:
+    """The C type an array of ``dtype`` (float or int32/int64/bool) is stored as."""
+    return _CTYPES[np.dtype(dtype)][0]
+
+
+def compute_type(dtype: np.dtype) -> str:
+    """The C type ``dtype`` computes in (float for float16 and bfloat16)."""
+    return _CTYPES[np.dtype(dtype)][1]
+
+
+def load_expr(dtype: np.dtype, expr: str) -> str:
+    """``expr`` (an element of a ``dtype`` array) read as its compute type."""
+    return _load(np.dtype(dtype), expr)
+
+
+def store_expr(dtype: np.dtype, expr: str) -> str:
+    """``expr`` (a compute-typed value) rounded once to ``dtype``'s storage."""
+    return _store(np.dtype(dtype), np.dtype(dtype), expr)
 
 
 def _normalize(*dtypes) -> tuple[np.dtype, ...] | None:

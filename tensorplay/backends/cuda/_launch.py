@@ -109,6 +109,21 @@ class PackedLaunch:
         if err is not DRIVER_SUCCESS:
             raise_error(err, "cuLaunchKernel")
 
+    def launch_2d(self, grid_x: int, grid_y: int, block: int, params: int) -> None:
+        """:meth:`__call__` over a ``grid_x`` by ``grid_y`` grid."""
+        stream = _current_stream()
+        target = self._targets.get(stream) or self._target(stream)
+        if _cupy_launch is not None:
+            try:
+                _cupy_launch(target[0], grid_x, grid_y, 1, block, 1, 1, 0, target[1], params, 0)
+            except _CupyDriverError as error:
+                raise_error(driver.CUresult(error.status), "cuLaunchKernel")
+            return
+        err = _launch_kernel(target[0], grid_x, grid_y, 1, block, 1, 1, 0, target[1], params,
+                             0)[0]
+        if err is not DRIVER_SUCCESS:
+            raise_error(err, "cuLaunchKernel")
+
     def _target(self, stream: Any) -> tuple[Any, int]:
         """``(function handle, native stream handle)`` for launches on CuPy stream ``stream``:
         plain integers for CuPy's binding, a ``CUfunction`` for cuda-bindings'."""

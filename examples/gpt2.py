@@ -151,6 +151,33 @@ class GPT2:
         return (x @ self.wte.T).float()
 
 
+    def prefill(self, tokens: tp.Tensor) -> tp.Tensor:
+        """The float32 logits ``(1, vocab)`` after the prompt ``tokens`` (int64, ``(T,)``, ``T``
+        at most the context) fed in ONE pass: every position attends causally to those before
+        it, and the keys and values of positions ``0 .. T-1`` go into the cache."""
+        config = self.config
+        d, heads = config.n_embd, config.n_head
+        head_dim = d // heads
+        length = tokens.shape[0]
+        x = self.wte.index_select(0, tokens) + self.wpe[:length]
+        for i, layer in enumerate(self.layers):
+            h = F.layer_norm(x, (d,), layer["ln_1.weight"], layer["ln_1.bias"])
+            qkv = h @ layer["attn.c_attn.weight"] + layer["attn.c_attn.bias"]
+            q, k, v = qkv.view(length, 3, heads, head_dim).permute(1, 2, 0, 3).unbind(0)
+            self.keys[i, 0, :, :length] = k
+            self.values[i, 0, :, :length] = v
+            attended = F.scaled_dot_product_attention(q.unsqueeze(0), k.unsqueeze(0),
+                                                      v.unsqueeze(0), is_causal=True)
+            x = x + attended[0].transpose(0, 1).reshape(length, d) \
+                @ layer["attn.c_proj.weight"] + layer["attn.c_proj.bias"]
+            h = F.layer_norm(x, (d,), layer["ln_2.weight"], layer["ln_2.bias"])
+            hidden = F.gelu(h @ layer["mlp.c_fc.weight"] + layer["mlp.c_fc.bias"],
+                            approximate="tanh")
+            x = x + hidden @ layer["mlp.c_proj.weight"] + layer["mlp.c_proj.bias"]
+        x = F.layer_norm(x[length - 1:], (d,), *self.ln_f)
+        return (x @ self.wte.T).float()
+
+
 def choose(logits: tp.Tensor, temperature: float = 0.0, top_k: int | None = None) -> tp.Tensor:
     """The next token (int64, one element) from ``logits (1, vocab)``, on the device: the
     argmax for ``temperature == 0``, else a draw from ``softmax(logits / temperature)`` over

@@ -6,6 +6,7 @@ tensorplay's rows on ``cpu`` and the accelerator's device 0.
 """
 
 import io
+import re
 import sys
 import types
 
@@ -480,3 +481,42 @@ def test_progress_redraws_in_place_on_a_terminal(monkeypatch):
     text = terminal.getvalue()
     assert text.count("\r") == 2 and text.endswith("\n") and text.count("\n") == 1
     assert "2/2 mlp" in text
+
+
+def test_decode_case_rows_on_the_accelerator_with_kernel_counts():
+    from tensorplay.bench import decode
+    device = accelerator_device() if tp.accelerator.is_available() else "cpu"
+    rows = list(decode.decode_case(device, small=True))
+    impls = [row["impl"] for row in rows]
+    if tp.accelerator.is_available():
+        assert impls == ["tensorplay eager (host argmax per token)", "tensorplay Graph per token",
+                         "tensorplay whole generation in one replay", "tensorplay eager"]
+        assert re.search(r"\d+ kernels per token", rows[1]["note"])
+    else:
+        assert impls == ["tensorplay eager (host argmax per token)", "tensorplay eager"]
+    assert all(row["us"] > 0 for row in rows if row["impl"].startswith("tensorplay"))
+
+
+def test_the_torch_peer_of_the_decode_case_chooses_the_example_s_tokens():
+    """The torch GPT-2 the bench times (on cpu in float32 here) and examples/gpt2.py, from the
+    same weights, choose the same greedy tokens token by token and after a prefill."""
+    torch = pytest.importorskip("torch")
+    from tensorplay.bench import decode
+    gpt2 = decode._example()
+    config = gpt2.TINY
+    weights = {name: value * 25 if value.ndim == 2 else value
+               for name, value in gpt2.random_weights(config, seed=0).items()}
+    step, prefill, reset = decode._torch_model(torch, weights, config, "cpu", torch.float64)
+    prompt = [5, 17, 3, 42]
+    expected = gpt2.generate_eager(gpt2.GPT2(weights, config, None, tp.float64), prompt, 6)
+    reset()
+    tokens = list(prompt)
+    with torch.no_grad():
+        for p in range(len(prompt) + 5):
+            logits = step(torch.tensor([tokens[p]]), torch.tensor([p]))
+            if p >= len(prompt) - 1:
+                tokens.append(int(logits.argmax(-1)))
+        assert tokens[len(prompt):] == expected
+        reset()
+        first = int(prefill(torch.tensor(prompt)).argmax(-1))
+    assert first == expected[0]

@@ -82,6 +82,21 @@ def test_eager_greedy_tokens_match_numpy(device, weights):
     assert gpt2.generate_eager(model_on(device, weights), PROMPT, 10) == expected
 
 
+def test_prefill_then_decode_gives_the_reference_tokens(device, weights):
+    """The prompt in one pass (causal attention over it), then token by token from the cache
+    it filled."""
+    expected = reference_tokens(weights, PROMPT, 6)
+    model = model_on(device, weights)
+    model.reset()
+    logits = model.prefill(tp.tensor(PROMPT, device=device))
+    tokens = [int(logits.argmax(-1).item())]
+    for position in range(len(PROMPT), len(PROMPT) + 5):
+        logits = model.step(tp.tensor([tokens[-1]], device=device),
+                            tp.tensor([position], device=device))
+        tokens.append(int(logits.argmax(-1).item()))
+    assert tokens == expected
+
+
 @requires_accelerator
 def test_graph_modes_give_the_eager_tokens(dev, weights):
     expected = reference_tokens(weights, PROMPT, 10)

@@ -34,6 +34,7 @@ from .products import SMALL_SIZE as SMALL_PRODUCT_SIZE
 from .products import products_case
 from .plot import plot
 from .timing import interleaved_loops, time_per_call
+from .decode import decode_case
 from .training import BATCHES as TRAINING_BATCHES
 from .training import training_step_case
 from .timing import sync as _sync
@@ -159,8 +160,12 @@ class Suite:
             for row in training_step_case(self.device, batch, max(self.calls // 20, 10)):
                 self.add(f"MLP 4x512 training step (AdamW, MSE), batch {batch}", **row)
 
+    def decode(self) -> None:
+        for row in decode_case(self.device, self.small):
+            self.add(**row)
+
     CASES = ("replay_overhead", "stage_and_launch", "eager_op", "twenty_kernels", "products",
-             "mlp", "training", "cg", "control_flow")
+             "mlp", "training", "decode", "cg", "control_flow")
 
     def run(self, only: list[str] | None = None) -> list[dict]:
         """Run every case in :attr:`CASES` order (or those named in ``only``)."""

@@ -581,10 +581,11 @@ class CudaBackend:
         dimensions over 256, a last dimension that is not contiguous, a mask of another float
         dtype than the query's or float32)."""
         dtype = q.dtype
+        itemsize = dtype.itemsize
         if dtype not in _rows.ATTENTION_DTYPES or k.dtype != dtype or v.dtype != dtype or \
-                q.shape[-1] > _rows.MAX_HEAD_DIM or any(
-                    a.size and a.shape[-1] > 1 and a.strides[-1] != a.itemsize
-                    for a in (q, k, v)):
+                q.shape[-1] > _rows.MAX_HEAD_DIM or (q.shape[-1] > 1 and (
+                    q.strides[-1] != itemsize or k.strides[-1] != itemsize
+                    or v.strides[-1] != itemsize)):
             return False
         if mask is not None and mask.dtype != np.bool_ and mask.dtype != dtype and \
                 mask.dtype != np.float32:

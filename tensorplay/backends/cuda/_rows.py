@@ -42,6 +42,7 @@ __all__ = ["layer_norm", "attention", "ATTENTION_DTYPES", "LAYER_NORM_DTYPES", "
 
 _BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which tensorplay imports first
 _F32 = np.dtype(np.float32)
+_U8 = np.dtype(np.uint8)
 LAYER_NORM_DTYPES = frozenset((np.dtype(np.float16), _BF16, _F32, np.dtype(np.float64)))
 ATTENTION_DTYPES = frozenset((np.dtype(np.float16), _BF16, _F32))
 MAX_HEAD_DIM = 256
@@ -107,28 +108,29 @@ def _layer_norm_kernel(dtype: np.dtype) -> PackedLaunch:
 
 
 def layer_norm(x, weight, bias, out, eps: float) -> None:
-    """``out[...] = layer_norm(x)`` over the last dimension of C-contiguous ``x`` (any leading
-    shape), with ``weight`` and ``bias`` (1-D of the last dimension's length, or None), all of
-    one float dtype, in one kernel on CuPy's current stream.
+    """``out[...] = layer_norm(x)`` over the last dimension of ``x`` (any leading shape), with
+    ``weight`` and ``bias`` (1-D of the last dimension's length, or None), all of one float
+    dtype, in one kernel on CuPy's current stream.
+
+    Pitfall: the layouts are the caller's promise, not checked here (the eager hot path): ``x``,
+    ``out``, ``weight`` and ``bias`` C-contiguous, ``out`` of ``x``'s shape.
 
     Raises:
         TypeError: not CuPy arrays of float16, bfloat16, float32 or float64.
-        ValueError: arrays of other dtypes, shapes or layouts than these.
+        ValueError: a weight or bias of another dtype or length, or ``out`` of another dtype
+            or shape.
     """
-    if not isinstance(x, cupy.ndarray) or not isinstance(out, cupy.ndarray) or \
-            x.dtype not in LAYER_NORM_DTYPES:
+    dtype = x.dtype
+    if dtype not in LAYER_NORM_DTYPES or not isinstance(x, cupy.ndarray):
         raise TypeError(f"layer_norm needs CuPy arrays of float16, bfloat16, float32 or "
                         f"float64, got {type(x).__name__} {getattr(x, 'dtype', '')}")
     length = x.shape[-1] if x.ndim else 1
     for name, param in (("weight", weight), ("bias", bias)):
-        if param is not None and (param.dtype != x.dtype or param.shape != (length,)
-                                  or not param.flags.c_contiguous):
-            raise ValueError(f"layer_norm: {name} must be a contiguous {x.dtype} array of "
-                             f"shape ({length},), got {param.dtype}{param.shape}")
-    if out.dtype != x.dtype or out.shape != x.shape or not out.flags.c_contiguous or \
-            not x.flags.c_contiguous:
-        raise ValueError("layer_norm: x and out must be C-contiguous arrays of one dtype and "
-                         "shape")
+        if param is not None and (param.dtype != dtype or param.shape != (length,)):
+            raise ValueError(f"layer_norm: {name} must be a {dtype} array of shape "
+                             f"({length},), got {param.dtype}{param.shape}")
+    if out.dtype != dtype or out.shape != x.shape:
+        raise ValueError("layer_norm: out must have x's dtype and shape")
     if x.size == 0:
         return
     packed = _layer_norm_kernel(x.dtype)
@@ -159,7 +161,7 @@ _BLOCKS_WANTED = 64   # split the keys into chunks until about this many blocks 
 def _attention_source(dtype: np.dtype, mask_dtype: np.dtype | None, name: str) -> str:
     storage = _source.storage_type(dtype)
     load = _source.load_expr(dtype, "{}")
-    if mask_dtype is None or mask_dtype == np.uint8:
+    if mask_dtype is None or mask_dtype == _U8:
         mask_storage, mask_load = "unsigned char", "mask[mo]"
     else:
         mask_storage = _source.storage_type(mask_dtype)
@@ -315,6 +317,9 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> None:
     (bool, or additive of the query's dtype or float32); ``out`` C-contiguous ``(B, H, L,
     D)``.
 
+    Pitfall: the unit stride along ``D`` and ``out``'s contiguity are the caller's promise, not
+    checked here (the backend's ``attention`` hook checks the strides).
+
     Raises:
         TypeError: dtypes this kernel does not take (see ``ATTENTION_DTYPES``).
         ValueError: shapes or layouts it does not take.
@@ -328,21 +333,24 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> None:
     batch, heads, length, dim = q.shape
     keys = k.shape[2]
     if k.ndim != 4 or v.shape != k.shape or k.shape[0] != batch or k.shape[3] != dim or \
-            heads % k.shape[1] or dim > MAX_HEAD_DIM or out.shape != q.shape or \
-            not out.flags.c_contiguous or any(
-                a.strides[3] != a.dtype.itemsize for a in (q, k, v) if a.size):
+            heads % k.shape[1] or dim > MAX_HEAD_DIM or out.shape != q.shape:
         raise ValueError(f"attention: unsupported shapes or layouts q {q.shape}, k {k.shape}, "
                          f"v {v.shape}, out {out.shape}")
     if out.size == 0:
         return
-    mask_dtype = None if mask is None else mask.dtype
-    if mask is not None:
-        mask = cupy.broadcast_to(mask, (batch, heads, length, keys))
+    if mask is None:
+        mask_dtype, mask_strides = None, (0, 0, 0, 0)
+    else:   # read in place through its strides: 0 along the broadcast dimensions
+        mask_dtype = mask.dtype
         if mask_dtype == np.bool_:
-            mask = mask.view(np.uint8)
-            mask_dtype = np.dtype(np.uint8)
+            mask_dtype = _U8   # bool is one byte: read as unsigned char
+        itemsize = mask.itemsize
+        pad = 4 - mask.ndim
+        mask_strides = tuple(
+            0 if i < pad or mask.shape[i - pad] == 1 else mask.strides[i - pad] // itemsize
+            for i in range(4))
     kind = _CAUSAL if causal else (_NO_MASK if mask is None else
-                                   _BOOL_MASK if mask_dtype == np.uint8 else _ADD_MASK)
+                                   _BOOL_MASK if mask_dtype == _U8 else _ADD_MASK)
     packed, combine = _attention_kernels(dtype, mask_dtype)
     device = q.data.device_id
     warm_key = ("attention", dtype, mask_dtype)
@@ -362,7 +370,7 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> None:
     values[6], values[7], values[8], values[9] = heads, heads // k.shape[1], length, keys
     values[10], values[11], values[12], values[13] = dim, kind, chunks, chunk
     values[14:23] = array("Q", _strides(q)[:3] + _strides(k)[:3] + _strides(v)[:3])
-    values[23:27] = array("Q", (0, 0, 0, 0) if mask is None else _strides(mask))
+    values[23:27] = array("Q", mask_strides)
     found[3][27] = scale
     packed.launch_2d(rows, chunks, _THREADS, found[1])
     if part is not None:

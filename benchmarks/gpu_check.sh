@@ -16,6 +16,7 @@
 # training: the eager table at the tree before autograd (.baseline/, carried: `git archive
 #   c448e62 tensorplay | tar -x -C .baseline`) and at this tree in one call, the bench's
 #   training-step and MLP rows, and the Python frames per eager op
+# rows: the given tests (TP_TESTS), then the bench's given cases (TP_CASES)
 # profile: the eager training step's and the eager GPT-2 decode step's cProfile
 # autograd: the autograd, nn, optim and training tests and the differential tests against
 #   torch.autograd (four processes), then what 'training' runs
@@ -187,6 +188,18 @@ if [ "$what" = profile ]; then
   head -45 "$OUT/profile_training_step.txt" | cut -c1-160
   timeout 200 python3 benchmarks/profile_gpt2_decode.py > "$OUT/profile_gpt2_decode.txt" 2>&1
   head -60 "$OUT/profile_gpt2_decode.txt" | cut -c1-160
+fi
+if [ "$what" = rows ]; then
+  # the given tests (TP_TESTS), then the bench's given cases (TP_CASES) in one run
+  if [ -n "${TP_TESTS:-}" ]; then
+    timeout 200 python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=100 $TP_TESTS \
+      > "$OUT/rows_tests_cuda.log" 2>&1
+    grep -E "^(FAILED|ERROR)|^E   " "$OUT/rows_tests_cuda.log" | cut -c1-220 | head -30
+    tail -1 "$OUT/rows_tests_cuda.log"
+  fi
+  timeout ${TP_BENCH_TIMEOUT:-300} python3 -m tensorplay bench --cases "${TP_CASES:-training,decode}" \
+    --json "$OUT/bench_rows.json" 2>"$OUT/bench_stderr.log" | tee "$OUT/bench_rows.txt"
+  tail -5 "$OUT/bench_stderr.log"
 fi
 if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \

@@ -4,8 +4,8 @@ Negative indices (as torch 2.11 answers: ``tests/torch_differential/test_torch_p
 PyTorch's ``gather index_select index_add index_copy scatter scatter_add scatter_reduce`` refuse
 them exactly as indices past the end; ``take``, ``take_along_dim``, ``index_fill``,
 ``index_put`` and ``x[idx]`` count them from the end. On cpu the op raises with
-PyTorch's exception type; on sim the kernel fails and the next sync reports it (as CUDA's
-device-side assert); cuda reads no index values, so nothing is checked there.
+PyTorch's exception type; on an accelerator the next sync reports it with one message (sim: the
+queued kernel fails; cuda: a check kernel records the index, and the device stays usable).
 
 Empty Python lists as indices are empty int64 indices (PyTorch), not float32 tensors.
 """
@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tensorplay as tp
-from support import to_numpy
+from support import requires_accelerator, to_numpy
 
 
 def _ones(device, n=1):
@@ -42,18 +42,24 @@ REFUSING = [
 
 
 def _expect_failure(device, exc, match, call):
-    """``call()`` must fail as described in the module notes; returns False on cuda."""
+    """``call()`` must fail as described in the module notes: at once on cpu, at the next
+    synchronization on an accelerator (sim's queued kernel, cuda's check kernel), with one
+    message; returns True."""
     if device == "cpu":
         with pytest.raises(exc, match=match):
             call()
         return True
-    if not device.startswith("sim"):
-        return False   # cuda reads no index values (module notes)
     with pytest.raises(RuntimeError, match=rf"kernel launched earlier on {device} failed: "
                                            rf".*{exc.__name__}: .*{match}"):
         call()
         tp.accelerator.synchronize(device)
     return True
+
+
+def _checks_before_writing(device) -> bool:
+    """Whether an op refused for its indices leaves its target untouched: cpu and sim check
+    before the op writes; cuda's check kernel reports, but the op runs (unspecified result)."""
+    return not device.startswith("cuda")
 
 
 @pytest.mark.parametrize("name,call,exc", REFUSING, ids=[r[0] for r in REFUSING])
@@ -63,42 +69,40 @@ def test_negative_indices_are_out_of_range_like_indices_past_the_end(device, nam
     x = tp.arange(4.0, device=device)
     index = tp.tensor([value], device=device)
     match = rf"{name}\(\): index {value} is out of bounds for dimension 0 with size 4"
-    if not _expect_failure(device, exc, match, lambda: call(x, index)):
-        pytest.skip("cuda does not check index values")
+    assert _expect_failure(device, exc, match, lambda: call(x, index))
     # the check comes before any write: an in-place target keeps its values
-    assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
+    if _checks_before_writing(device):
+        assert x.tolist() == [0.0, 1.0, 2.0, 3.0]
     assert (tp.arange(3, device=device) + 1).tolist() == [1, 2, 3]   # the device still works
 
 
 def test_index_select_says_pytorchs_words(device):
     x = tp.arange(4.0, device=device)
-    if not _expect_failure(device, IndexError, "index out of range in self",
-                           lambda: tp.index_select(x, 0, tp.tensor([-1], device=device))):
-        pytest.skip("cuda does not check index values")
+    assert _expect_failure(device, IndexError, "index out of range in self",
+                           lambda: tp.index_select(x, 0, tp.tensor([-1], device=device)))
 
 
 def test_out_of_range_in_a_later_dim_and_in_2d(device):
     x = tp.arange(6.0, device=device).reshape(2, 3)
     index = tp.tensor([[0, -1], [1, 2]], device=device)
     match = r"gather\(\): index -1 is out of bounds for dimension 1 with size 3"
-    if not _expect_failure(device, RuntimeError, match, lambda: tp.gather(x, 1, index)):
-        pytest.skip("cuda does not check index values")
+    assert _expect_failure(device, RuntimeError, match, lambda: tp.gather(x, 1, index))
     match = r"index_select\(\): index -3 is out of bounds for dimension 1 with size 3"
     assert _expect_failure(device, IndexError, match,
                            lambda: x.index_select(1, tp.tensor([0, -3], device=device)))
     match = r"scatter_add_\(\): index -2 is out of bounds for dimension 1 with size 3"
     assert _expect_failure(device, RuntimeError, match, lambda: x.scatter_add_(
         1, tp.tensor([[0, -2]], device=device), tp.ones(1, 2, device=device)))
-    assert x.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    if _checks_before_writing(device):
+        assert x.tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
 
 
 def test_int32_indices_are_checked_too(device):
     x = tp.arange(4.0, device=device)
     index = tp.tensor([-1], dtype=tp.int32, device=device)
     match = r"index_add\(\): index -1 is out of bounds"
-    if not _expect_failure(device, IndexError, match,
-                           lambda: x.index_add(0, index, _ones(device))):
-        pytest.skip("cuda does not check index values")
+    assert _expect_failure(device, IndexError, match,
+                           lambda: x.index_add(0, index, _ones(device)))
 
 
 def test_in_range_indices_still_work(device):
@@ -125,9 +129,8 @@ def test_take_index_fill_index_put_and_getitem_wrap_negative_indices(device):
     assert x.index_put((i,), _ones(device), accumulate=True).tolist() == [0.0, 1.0, 2.0, 4.0]
     assert x.index_put((i,), _ones(device)).tolist() == [0.0, 1.0, 2.0, 1.0]
     match = r"index_fill\(\): index -5 is out of bounds for dimension 0 with size 4"
-    if not _expect_failure(device, IndexError, match,
-                           lambda: x.index_fill(0, tp.tensor([-5], device=device), 1.0)):
-        pytest.skip("cuda does not check index values")
+    assert _expect_failure(device, IndexError, match,
+                           lambda: x.index_fill(0, tp.tensor([-5], device=device), 1.0))
     match = r"index_put\(\): index -5 is out of bounds for dimension 0 with size 4"
     assert _expect_failure(device, IndexError, match, lambda: x.index_put(
         (tp.tensor([-5], device=device),), _ones(device), accumulate=True))
@@ -165,3 +168,23 @@ def test_an_empty_value_through_an_empty_mask_writes_nothing(device):
     with pytest.raises(RuntimeError, match=r"value tensor of shape \[0\] cannot be broadcast"):
         x[x > 1] = tp.tensor([], device=device)
 
+
+
+@requires_accelerator
+def test_an_out_of_range_index_in_a_replay_is_raised_at_the_next_sync(dev):
+    """A captured index op checks the indices each replay holds; the device stays usable."""
+    x = tp.arange(4.0, device=dev)
+    index = tp.tensor([1], device=dev)
+    graph = tp.accelerator.Graph()
+    with graph:
+        picked = tp.index_select(x, 0, index)
+    graph.replay()
+    assert picked.tolist() == [1.0]
+    index.fill_(9)
+    graph.replay()
+    with pytest.raises(RuntimeError, match=rf"kernel launched earlier on {dev} failed: .*"
+                                           r"index_select\(\): index 9 is out of bounds"):
+        tp.accelerator.synchronize(dev)
+    index.fill_(2)
+    graph.replay()
+    assert picked.tolist() == [2.0] and (x + 1).tolist() == [1.0, 2.0, 3.0, 4.0]

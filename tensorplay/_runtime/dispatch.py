@@ -245,6 +245,13 @@ def fuse_hook(xp) -> Callable | None:
     return _hook_for(xp, "fuse")
 
 
+def accelerator_hook(name: str) -> Callable | None:
+    """The optional hook ``name`` of the selected accelerator backend, or None (none selected,
+    or it has no such hook)."""
+    accelerator = _selection.accelerator
+    return None if accelerator is None else hook(accelerator, name)
+
+
 def _hook_for(xp, name: str) -> Callable | None:
     """The optional method ``name`` of the accelerator backend whose namespace is ``xp``."""
     accelerator = _selection.accelerator

@@ -30,8 +30,10 @@ end (as PyTorch 2.11's).
 On cpu the op raises at once with PyTorch's exception type (scatter, ``gather`` and
 ``take_along_dim``: RuntimeError; the ``index_*`` ops: IndexError); on sim the queued kernel
 fails and the next sync reports it (as CUDA's device-side assert). The indices are NOT read on
-the host (that would wait for the device and break captures): on cuda an out-of-range index
-gives an unspecified result. Every op here is capture-safe except ``index_put`` with a bool
+the host (that would wait for the device and break captures): on cuda a check kernel records the
+first out-of-range index where the next synchronization reads it and raises sim's message,
+eagerly and after graph replays (the op's result is then unspecified; the device stays
+usable). Every op here is capture-safe except ``index_put`` with a bool
 mask, whose kernel turns the mask into indices (a data-dependent size).
 """
 
@@ -94,9 +96,16 @@ def check_range(op: str, idx, size: int, dim: int, exc: type[Exception], wrap: b
     ``index_fill``, ``index_put``, ``take_along_dim``). Where the values are at hand without a
     host read (NumPy arrays: cpu, whose kernels run at once, so the op raises; sim, whose queued
     kernel fails and reports at the next sync, as CUDA's device-side assert) a negative index
-    fails exactly as a positive one past the end. On cuda nothing is checked (reading would wait
-    for the device): an out-of-range index of either sign gives an unspecified result."""
-    if not isinstance(idx, np.ndarray) or idx.size == 0:
+    fails exactly as a positive one past the end. On cuda the indices are not read on the host
+    (that would wait for the device): the backend's ``check_index_range`` queues a check kernel
+    whose failure the next synchronization raises with sim's message; the op's result is then
+    unspecified."""
+    if not isinstance(idx, np.ndarray):
+        check_on_device = _dispatch.accelerator_hook("check_index_range")
+        if check_on_device is not None:
+            check_on_device(idx, size, dim, wrap, op, exc, note)
+        return
+    if idx.size == 0:
         return
     bad = (idx >= size) | (idx < (-size if wrap else 0))
     if bad.any():

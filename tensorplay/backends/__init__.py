@@ -81,7 +81,7 @@ class Devices(Protocol):
 
     name: str          #: "cpu" for host, "sim", "cuda"
     device_type: str   #: the type in device spellings ("cpu", "sim", "cuda")
-    xp: Any            #: the array namespace ops call: numpy or cupy
+    xp: Any            #: the array namespace ops call (numpy or cupy)
 
     def device_count(self) -> int:
         """Number of devices; 0 when none is visible."""
@@ -291,6 +291,14 @@ class OptionalHooks(Protocol):
     def softmax(self, x: Any, dim: int, out: Any, log: bool) -> None:
         """One kernel writing the softmax (``log``: log-softmax) of ``x`` along ``dim`` into
         ``out``. Fallback: composed from xp ops (max, subtract, exp, sum, divide)."""
+
+    def check_index_range(self, idx: Any, size: int, dim: int, wrap: bool, op: str,
+                          exception: type, note: str) -> None:
+        """Check a device index array against ``[0, size)`` (``[-size, size)`` with ``wrap``)
+        without waiting for the device: the next synchronization raises ``RuntimeError("a
+        kernel launched earlier on DEVICE failed: EXCEPTION: OP(): index V is out of bounds
+        ...")``, as sim reports a failed kernel. Fallback: none (an out-of-range index gives an
+        unspecified result; sim's queued kernels check their NumPy indices themselves)."""
 
     def layer_norm(self, x: Any, weight: Any, bias: Any, out: Any, eps: float) -> None:
         """One kernel writing the layer norm of C-contiguous ``x`` over its last dimension into

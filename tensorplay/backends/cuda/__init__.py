@@ -55,8 +55,8 @@ except Exception as exc:  # noqa: BLE001 - reported by create_backend, kept by t
     _IMPORT_ERROR: BaseException | None = exc
 else:
     _IMPORT_ERROR = None
-    from . import _activations, _cupy_bridge, _elementwise, _graphs, _kernels, _matmul, _optim, \
-        _rows
+    from . import _activations, _bounds, _cupy_bridge, _elementwise, _graphs, _kernels, _matmul, \
+        _optim, _rows
     from . import _streams
     from ._graphs import CudaExecutable, CudaGraph
 
@@ -73,6 +73,7 @@ else:
     from ._streams import CudaEvent, CudaStream
 
     _graph_launch = runtime.cudaGraphLaunch
+    _raise_pending = _bounds.raise_pending
     _cupy_graph_launch = getattr(cupy.cuda.runtime, "graphLaunch", None)
     _CupyRuntimeError: Any = getattr(cupy.cuda.runtime, "CUDARuntimeError", RuntimeError)
     _memcpy_async = runtime.cudaMemcpyAsync
@@ -255,6 +256,7 @@ class CudaBackend:
     def stream_query(self, stream: CudaStream) -> bool:
         err = runtime.cudaStreamQuery(stream.handle)[0]
         if err is SUCCESS:
+            _raise_pending(stream.device_index)
             return True
         if err is NOT_READY:
             return False
@@ -265,10 +267,12 @@ class CudaBackend:
         """cudaStreamSynchronize; on a capturing stream CUDA refuses it and invalidates the
         capture (RuntimeError naming the error)."""
         check(runtime.cudaStreamSynchronize(stream.handle), "cudaStreamSynchronize")
+        _raise_pending(stream.device_index)
 
     def synchronize_device(self, index: int) -> None:
         with device_guard(index):
             check(runtime.cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+        _raise_pending(index)
 
     def create_event(self, index: int, enable_timing: bool) -> CudaEvent:
         return CudaEvent(index, enable_timing)
@@ -286,6 +290,7 @@ class CudaBackend:
     def event_query(self, event: CudaEvent) -> bool:
         err = runtime.cudaEventQuery(event.handle)[0]
         if err is SUCCESS:
+            _raise_pending(event.device_index)
             return True
         if err is NOT_READY:
             return False
@@ -294,6 +299,7 @@ class CudaBackend:
 
     def event_synchronize(self, event: CudaEvent) -> None:
         check(runtime.cudaEventSynchronize(event.handle), "cudaEventSynchronize")
+        _raise_pending(event.device_index)
 
     def event_elapsed_ms(self, start: CudaEvent, end: CudaEvent) -> float:
         for label, event in (("start", start), ("end", end)):
@@ -340,6 +346,7 @@ class CudaBackend:
             _cupy_bridge.bind(stream)
         host = array.get(stream=stream.cupy)
         check(runtime.cudaStreamSynchronize(stream.handle), "cudaStreamSynchronize")
+        _raise_pending(stream.device_index)
         return host
 
     def from_host(self, stream: CudaStream, array: Any, host_array: Any) -> None:
@@ -569,6 +576,12 @@ class CudaBackend:
         """``out[...] = (log_)softmax(x, dim)`` in one raw kernel:
         :func:`._activations.softmax`."""
         _activations.softmax(x, dim, out, log)
+
+    def check_index_range(self, idx, size: int, dim: int, wrap: bool, op: str,
+                          exception: type, note: str) -> None:
+        """Queue the bounds check of a device index array; the next synchronization raises
+        what it finds: :func:`._bounds.check`."""
+        _bounds.check(idx, size, dim, wrap, op, exception, note)
 
     def layer_norm(self, x, weight, bias, out, eps: float) -> None:
         """``out[...] = layer_norm(x)`` over the last dimension in one raw kernel:

@@ -1,0 +1,156 @@
+"""Index bounds on cuda without waiting for the device: a check kernel sets an error record
+that the next synchronization reads.
+
+The op layer's one bounds check (``_tensor/scatter.py``'s ``check_range``) runs inside each
+gather/scatter/index kernel. On the host it reads the indices at once; on cuda reading them
+would wait for the device (and break captures), so :func:`check` launches, before the op's own
+kernel and on the same stream, ONE small kernel that finds the first out-of-range index and
+writes ``(op, value, dim, size, wrap)`` into a record of this device in pinned host memory,
+which the device writes directly (unified addressing; no copy back). The op itself still runs:
+CuPy wraps out-of-range indices, so the result is unspecified but no memory outside the arrays
+is touched and the context stays usable (no device-side assert, which would poison it).
+
+Every synchronization of the backend (stream, device and event synchronize, the copies to the
+host, a query that finds the work done) then calls :func:`raise_pending`: a plain read of the
+record's first word. A set record is cleared and raised as sim raises a kernel's failure at
+the sync that ran it: ``RuntimeError("a kernel launched earlier on cuda:0 failed: IndexError:
+index_select(): index 7 is out of bounds ...")``. Captured checks write the record at each
+replay, so an out-of-range index in a replay is reported at the next sync too.
+
+Pitfall: the first failure wins until it is reported; later ones before that sync are not
+reported (sim counts them, "and N more failures").
+"""
+
+from __future__ import annotations
+
+import ctypes
+from typing import Any
+
+import cupy
+import numpy as np
+
+from . import _elementwise_source as _source
+from . import _kernels as _kernel_cache
+from ._launch import PackedLaunch, thread_ident
+from ._runtime import relaxed_capture_mode
+
+__all__ = ["check", "raise_pending"]
+
+_WORDS = 5   # op code (0: no failure), value, dim, size, wrap
+_THREADS = 256
+
+#: device index -> (the record's address, a NumPy view of its words)
+_records: dict[int, tuple[int, np.ndarray]] = {}
+#: op code - 1 -> (op, exception name, note); codes are assigned as ops first check
+_reasons: list[tuple[str, str, str]] = []
+_codes: dict[tuple[str, str, str], int] = {}
+
+
+def _source_for(index_type: str, name: str) -> str:
+    return "\n".join([
+        _source.HELPERS,
+        f'extern "C" __global__ void {name}(const {index_type}* __restrict__ idx,',
+        "        const tp_i64 n, const tp_i64 size, const tp_i64 wrap, const tp_i64 code,",
+        "        const tp_i64 dim, volatile tp_i64* record) {",
+        "    __shared__ unsigned long long first;",
+        "    if (threadIdx.x == 0) first = (unsigned long long)n;",
+        "    __syncthreads();",
+        "    const tp_i64 low = wrap ? -size : 0;",
+        "    for (tp_i64 i = threadIdx.x; i < n; i += blockDim.x) {",
+        "        const tp_i64 v = (tp_i64)idx[i];",
+        "        if (v >= size || v < low) {",
+        "            atomicMin(&first, (unsigned long long)i);",
+        "            break;",
+        "        }",
+        "    }",
+        "    __syncthreads();",
+        "    if (threadIdx.x == 0 && first < (unsigned long long)n && record[0] == 0) {",
+        "        record[1] = (tp_i64)idx[first];",
+        "        record[2] = dim;",
+        "        record[3] = size;",
+        "        record[4] = wrap;",
+        "        __threadfence_system();",
+        "        record[0] = code;",
+        "        __threadfence_system();",
+        "    }",
+        "}",
+        "",
+    ])
+
+
+_TYPES = {np.dtype(np.int64): "long long", np.dtype(np.int32): "int",
+          np.dtype(np.int16): "short", np.dtype(np.int8): "signed char",
+          np.dtype(np.uint8): "unsigned char"}
+
+
+def _kernel(dtype: np.dtype) -> PackedLaunch:
+    name = f"tp_check_index_{dtype.name}"
+
+    def make() -> PackedLaunch:
+        return PackedLaunch(cupy.RawKernel(_source_for(_TYPES[dtype], name), name), 7)
+    return _kernel_cache.cached(("check_index", dtype), make)
+
+
+def _record(device: int) -> tuple[int, np.ndarray]:
+    found = _records.get(device)
+    if found is None:
+        with relaxed_capture_mode():   # a first check inside a capture: not a stream op
+            address = cupy.cuda.runtime.hostAlloc(8 * _WORDS, 0)
+        words = np.ctypeslib.as_array((ctypes.c_longlong * _WORDS).from_address(address))
+        words[:] = 0
+        found = _records[device] = (address, words)
+    return found
+
+
+def _code(op: str, exception: str, note: str) -> int:
+    key = (op, exception, note)
+    code = _codes.get(key)
+    if code is None:
+        _reasons.append(key)
+        code = _codes[key] = len(_reasons)
+    return code
+
+
+def check(idx: Any, size: int, dim: int, wrap: bool, op: str, exception: type,
+          note: str) -> None:
+    """Launch the check of index array ``idx`` against ``[0, size)`` (``[-size, size)`` with
+    ``wrap``) on CuPy's current stream; a failure is raised by the next synchronization (module
+    docstring) as ``exception`` of the op's message."""
+    if idx.size == 0:
+        return
+    dtype = idx.dtype
+    if dtype not in _TYPES:
+        return   # bool masks (index_put) are not positions
+    if not idx.flags.c_contiguous:
+        idx = cupy.ascontiguousarray(idx)
+    device = idx.data.device_id
+    address = _record(device)[0]
+    packed = _kernel(dtype)
+    key = ("check_index", dtype)
+    if not _kernel_cache.is_warm(key, device):
+        _kernel_cache.warm(key, device, lambda: packed.kernel.kernel)
+    found = packed.buffers.get(thread_ident()) or packed.buffer()
+    values = found[0]
+    values[0], values[1], values[2], values[3] = idx.data.ptr, idx.size, size, int(wrap)
+    values[4] = _code(op, exception.__name__, note)
+    values[5], values[6] = dim, address
+    packed(1, _THREADS, found[1])
+
+
+def raise_pending(device: int) -> None:
+    """Raise the failure a check kernel recorded on ``device`` since the last call, clearing
+    it; nothing when none (one read of pinned host memory)."""
+    found = _records.get(device)
+    if found is None:
+        return
+    words = found[1]
+    code = int(words[0])
+    if code == 0:
+        return
+    value, dim, size, wrap = (int(w) for w in words[1:_WORDS])
+    words[:] = 0
+    op, exception, note = _reasons[code - 1]
+    valid = f"[{-size}, {size})" if wrap else f"[0, {size})"
+    raise RuntimeError(f"a kernel launched earlier on cuda:{device} failed: {exception}: "
+                       f"{op}(): index {value} is out of bounds for dimension {dim} with size "
+                       f"{size} (valid indices: {valid}){note}")

@@ -115,15 +115,18 @@ class GPT2:
             "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias")}
             for i in range(config.n_layer)]
         heads, head_dim = config.n_head, config.n_embd // config.n_head
-        cache = (config.n_layer, 1, heads, config.n_positions, head_dim)
-        self.keys = tp.zeros(cache, dtype=dtype, device=device)
-        self.values = tp.zeros(cache, dtype=dtype, device=device)
+        # one static cache of keys and values side by side, so that a step writes a layer's
+        # new key and value with ONE index_copy_ (they lie side by side in the qkv product)
+        self.cache = tp.zeros((config.n_layer, 2, 1, heads, config.n_positions, head_dim),
+                              dtype=dtype, device=device)
+        self.layer_cache = [self.cache[i] for i in range(config.n_layer)]
+        self.keys = [self.cache[i, 0] for i in range(config.n_layer)]
+        self.values = [self.cache[i, 1] for i in range(config.n_layer)]
         self.positions = tp.arange(config.n_positions, device=device)
 
     def reset(self) -> None:
         """Forget the cached keys and values (a new sequence)."""
-        self.keys.zero_()
-        self.values.zero_()
+        self.cache.zero_()
 
     def step(self, token: tp.Tensor, pos: tp.Tensor) -> tp.Tensor:
         """The float32 logits ``(1, vocab)`` after ``token`` (an int64 tensor of one element) at
@@ -135,21 +138,19 @@ class GPT2:
         visible = (self.positions <= pos).view(1, 1, 1, config.n_positions)
         for i, layer in enumerate(self.layers):
             h = F.layer_norm(x, (d,), layer["ln_1.weight"], layer["ln_1.bias"])
-            qkv = h @ layer["attn.c_attn.weight"] + layer["attn.c_attn.bias"]
-            q, k, v = qkv.view(1, 3, heads, head_dim).unbind(1)
-            self.keys[i].index_copy_(2, pos, k.view(1, heads, 1, head_dim))
-            self.values[i].index_copy_(2, pos, v.view(1, heads, 1, head_dim))
+            qkv = tp.addmm(layer["attn.c_attn.bias"], h, layer["attn.c_attn.weight"])
+            self.layer_cache[i].index_copy_(3, pos, qkv[:, d:].view(2, 1, heads, 1, head_dim))
             attended = F.scaled_dot_product_attention(
-                q.view(1, heads, 1, head_dim), self.keys[i], self.values[i], attn_mask=visible)
-            x = x + attended.reshape(1, d) @ layer["attn.c_proj.weight"] \
-                + layer["attn.c_proj.bias"]
+                qkv[:, :d].view(1, heads, 1, head_dim), self.keys[i], self.values[i],
+                attn_mask=visible)
+            x = x + tp.addmm(layer["attn.c_proj.bias"], attended.view(1, d),
+                             layer["attn.c_proj.weight"])
             h = F.layer_norm(x, (d,), layer["ln_2.weight"], layer["ln_2.bias"])
-            hidden = F.gelu(h @ layer["mlp.c_fc.weight"] + layer["mlp.c_fc.bias"],
+            hidden = F.gelu(tp.addmm(layer["mlp.c_fc.bias"], h, layer["mlp.c_fc.weight"]),
                             approximate="tanh")
-            x = x + hidden @ layer["mlp.c_proj.weight"] + layer["mlp.c_proj.bias"]
+            x = x + tp.addmm(layer["mlp.c_proj.bias"], hidden, layer["mlp.c_proj.weight"])
         x = F.layer_norm(x, (d,), *self.ln_f)
         return (x @ self.wte.T).float()
-
 
     def prefill(self, tokens: tp.Tensor) -> tp.Tensor:
         """The float32 logits ``(1, vocab)`` after the prompt ``tokens`` (int64, ``(T,)``, ``T``
@@ -162,18 +163,19 @@ class GPT2:
         x = self.wte.index_select(0, tokens) + self.wpe[:length]
         for i, layer in enumerate(self.layers):
             h = F.layer_norm(x, (d,), layer["ln_1.weight"], layer["ln_1.bias"])
-            qkv = h @ layer["attn.c_attn.weight"] + layer["attn.c_attn.bias"]
+            qkv = tp.addmm(layer["attn.c_attn.bias"], h, layer["attn.c_attn.weight"])
             q, k, v = qkv.view(length, 3, heads, head_dim).permute(1, 2, 0, 3).unbind(0)
-            self.keys[i, 0, :, :length] = k
-            self.values[i, 0, :, :length] = v
+            self.keys[i][0, :, :length] = k
+            self.values[i][0, :, :length] = v
             attended = F.scaled_dot_product_attention(q.unsqueeze(0), k.unsqueeze(0),
                                                       v.unsqueeze(0), is_causal=True)
-            x = x + attended[0].transpose(0, 1).reshape(length, d) \
-                @ layer["attn.c_proj.weight"] + layer["attn.c_proj.bias"]
+            x = x + tp.addmm(layer["attn.c_proj.bias"],
+                             attended[0].transpose(0, 1).reshape(length, d),
+                             layer["attn.c_proj.weight"])
             h = F.layer_norm(x, (d,), layer["ln_2.weight"], layer["ln_2.bias"])
-            hidden = F.gelu(h @ layer["mlp.c_fc.weight"] + layer["mlp.c_fc.bias"],
+            hidden = F.gelu(tp.addmm(layer["mlp.c_fc.bias"], h, layer["mlp.c_fc.weight"]),
                             approximate="tanh")
-            x = x + hidden @ layer["mlp.c_proj.weight"] + layer["mlp.c_proj.bias"]
+            x = x + tp.addmm(layer["mlp.c_proj.bias"], hidden, layer["mlp.c_proj.weight"])
         x = F.layer_norm(x[length - 1:], (d,), *self.ln_f)
         return (x @ self.wte.T).float()
 

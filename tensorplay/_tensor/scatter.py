@@ -496,9 +496,12 @@ def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
     xp = _dispatch.xp_of(tensor.device)
     idx, src, zero_d = index._data, source._data, tensor.ndim == 0
     copy_first = inplace and _reads_written(tensor, source)
+    fast = None if zero_d or copy_first else _dispatch.accelerator_hook("index_copy")
 
     def apply(dst):
         check_range(op, idx, size, axis, IndexError)
+        if fast is not None and type(dst) is not np.ndarray and fast(dst, axis, idx, src):
+            return
         vals = _moved(xp, src, axis, zero_d)
         if copy_first:
             vals = vals.copy()

@@ -300,6 +300,12 @@ class OptionalHooks(Protocol):
         ...")``, as sim reports a failed kernel. Fallback: none (an out-of-range index gives an
         unspecified result; sim's queued kernels check their NumPy indices themselves)."""
 
+    def index_copy(self, dst: Any, axis: int, idx: Any, src: Any) -> bool:
+        """``dst``'s slices ``idx`` (1-D int64) along ``axis`` replaced by ``src``'s in one
+        kernel, an out-of-range index writing nothing (the op's bounds check reports it);
+        False, touching nothing, for a case it does not take. Fallback: ``xp`` fancy-index
+        assignment."""
+
     def layer_norm(self, x: Any, weight: Any, bias: Any, out: Any, eps: float) -> None:
         """One kernel writing the layer norm of C-contiguous ``x`` over its last dimension into
         ``out`` (``weight``/``bias``: 1-D arrays of that length and ``x``'s dtype, or None).

@@ -34,7 +34,7 @@ from . import _kernels as _kernel_cache
 from ._launch import PackedLaunch, thread_ident
 from ._runtime import relaxed_capture_mode
 
-__all__ = ["check", "raise_pending"]
+__all__ = ["check", "raise_pending", "index_copy"]
 
 _WORDS = 5   # op code (0: no failure), value, dim, size, wrap
 _THREADS = 256
@@ -154,3 +154,78 @@ def raise_pending(device: int) -> None:
     raise RuntimeError(f"a kernel launched earlier on cuda:{device} failed: {exception}: "
                        f"{op}(): index {value} is out of bounds for dimension {dim} with size "
                        f"{size} (valid indices: {valid}){note}")
+
+
+# -- index_copy_ ------------------------------------------------------------------------------
+_MAX_DIMS = 6
+_COPY_SLOTS = 6 + 3 * _MAX_DIMS
+_WORD_TYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int",
+               8: "unsigned long long"}
+
+
+def _copy_source(word: str, name: str) -> str:
+    dims = range(_MAX_DIMS)
+    return "\n".join([
+        _source.HELPERS,
+        f'extern "C" __global__ void {name}({word}* __restrict__ dst,',
+        f"        const {word}* __restrict__ src, const long long* __restrict__ idx,",
+        "        const tp_i64 total, const tp_i64 axis, const tp_i64 size,",
+        "        " + ", ".join(f"const tp_i64 n{d}" for d in dims) + ",",
+        "        " + ", ".join(f"const tp_i64 d{d}" for d in dims) + ",",
+        "        " + ", ".join(f"const tp_i64 s{d}" for d in dims) + ") {",
+        f"    const tp_i64 shape[{_MAX_DIMS}] = {{" + ", ".join(f"n{d}" for d in dims) + "};",
+        f"    const tp_i64 dstride[{_MAX_DIMS}] = {{" + ", ".join(f"d{d}" for d in dims) + "};",
+        f"    const tp_i64 sstride[{_MAX_DIMS}] = {{" + ", ".join(f"s{d}" for d in dims) + "};",
+        "    for (tp_i64 e = (tp_i64)blockIdx.x * blockDim.x + threadIdx.x; e < total;",
+        "         e += (tp_i64)gridDim.x * blockDim.x) {",
+        "        tp_i64 rest = e, to = 0, from = 0;",
+        "        bool inside = true;",
+        f"        for (int d = {_MAX_DIMS - 1}; d >= 0; --d) {{",
+        "            tp_i64 c = rest % shape[d];",
+        "            rest /= shape[d];",
+        "            from += c * sstride[d];",
+        "            if (d == axis) {",
+        "                c = idx[c];",
+        "                inside = inside && c >= 0 && c < size;",
+        "            }",
+        "            to += c * dstride[d];",
+        "        }",
+        "        if (inside) dst[to] = src[from];   // an index out of range writes nothing",
+        "    }",
+        "}",
+        "",
+    ])
+
+
+def index_copy(dst: Any, axis: int, idx: Any, src: Any) -> bool:
+    """``dst``'s slices ``idx`` (contiguous int64, 1-D) along ``axis`` replaced by ``src``'s
+    in ONE kernel of any strides (up to six dimensions); an index out of range writes nothing
+    (:func:`check`, queued by the op before, reports it). False, touching nothing, for what it
+    does not take (more dimensions, another index dtype or layout, a 0-d ``dst``)."""
+    ndim = dst.ndim
+    if not 0 < ndim <= _MAX_DIMS or idx.dtype != np.int64 or idx.ndim != 1 or \
+            not idx.flags.c_contiguous or src.ndim != ndim or src.dtype != dst.dtype:
+        return False
+    total = src.size
+    if total == 0:
+        return True
+    item = dst.itemsize
+    name = f"tp_index_copy_{item}"
+    packed = _kernel_cache.cached(("index_copy", item), lambda: PackedLaunch(
+        cupy.RawKernel(_copy_source(_WORD_TYPES[item], name), name), _COPY_SLOTS))
+    device = dst.data.device_id
+    key = ("index_copy", item)
+    if not _kernel_cache.is_warm(key, device):
+        _kernel_cache.warm(key, device, lambda: packed.kernel.kernel)
+    pad = _MAX_DIMS - ndim
+    found = packed.buffers.get(thread_ident()) or packed.buffer()
+    values = found[0]
+    values[0], values[1], values[2] = dst.data.ptr, src.data.ptr, idx.data.ptr
+    values[3], values[4], values[5] = total, axis + pad, dst.shape[axis]
+    for d in range(_MAX_DIMS):
+        inner = d - pad
+        values[6 + d] = 1 if inner < 0 else src.shape[inner]
+        values[12 + d] = 0 if inner < 0 else dst.strides[inner] // item
+        values[18 + d] = 0 if inner < 0 else src.strides[inner] // item
+    packed(min(-(-total // _THREADS), 4096), _THREADS, found[1])
+    return True

@@ -478,7 +478,7 @@ def load(f: PathLike | Any, map_location: MapLocation = None) -> Any:
 def _load_structure(text: str | None, tensors: dict[str, Tensor], f) -> Any:
     where = getattr(f, "name", f)
     try:
-        document = json.loads(text)
+        document = json.loads(text)  # type: ignore[arg-type]   # None: the TypeError below
         version = document["format"]
         root = document["root"]
     except (ValueError, TypeError, KeyError) as error:   # TypeError: no document at all

@@ -54,8 +54,8 @@ _OVERLOADS = {
                ("self, dim: builtins.int", "builtins.int")],
 }
 # spellings of our types inside the implementation modules -> the stub's names
-_RENAMES = {"_dtype.dtype": "dtype", "_device_cls": "device", "_device.device": "device",
-            "np.ndarray": "np.ndarray", "_Number": "Any"}
+_RENAMES = {"_dtype.dtype": "dtype", "_dtype_cls": "dtype", "_device_cls": "device",
+            "_device.device": "device", "np.ndarray": "np.ndarray", "_Number": "Any"}
 _KNOWN = frozenset(("builtins", "Tensor", "dtype", "device", "np", "Any", "int", "float", "bool",
                     "complex", "str", "tuple", "list", "None", "object", "slice", "Size",
                     "Layout", "Callable"))

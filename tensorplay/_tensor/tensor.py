@@ -21,6 +21,7 @@ import numpy as np
 
 from .._runtime import capture as _capture, dispatch as _dispatch, state as _state
 from .. import _dtype
+from .._dtype import dtype as _dtype_cls   # Tensor's ``_dtype`` slot hides the module there
 from .._runtime.device import device as _device_cls
 
 __all__ = ["Layout", "Size", "Tensor", "layout_of"]
@@ -153,7 +154,7 @@ class Tensor:
     # the slots' types, for ``tensor.pyi`` (declarations only: no class attribute is made)
     _data: Any                  # the xp array: NumPy or CuPy
     _device: _device_cls
-    _dtype: _dtype.dtype
+    _dtype: _dtype_cls
     _guard: Callable[["Tensor"], None] | None   # compiled outputs' use check (compiler)
     _layout: Layout | None      # interned at first use: layout_of
     _ag: Any                    # autograd.AutogradMeta or None (this module imports no op)
@@ -164,7 +165,7 @@ class Tensor:
                         "..., not Tensor()")
 
     @classmethod
-    def _make(cls, data, device: _device_cls, dtype: _dtype.dtype | None = None) -> "Tensor":
+    def _make(cls, data, device: _device_cls, dtype: _dtype_cls | None = None) -> "Tensor":
         tensor = object.__new__(cls)
         tensor._data = data
         tensor._device = device
@@ -206,7 +207,7 @@ class Tensor:
         return shape[_normalize_dim(dim, len(shape))]
 
     @property
-    def dtype(self) -> _dtype.dtype:
+    def dtype(self) -> _dtype_cls:
         """The element type (a :class:`tensorplay.dtype`)."""
         return self._dtype
 
@@ -301,7 +302,7 @@ class Tensor:
         """Views of the slices along the first dimension (TypeError for a 0-d tensor)."""
         if self._data.ndim == 0:
             raise TypeError("iteration over a 0-d tensor")
-        return (self[i] for i in range(self._data.shape[0]))
+        return (self[i] for i in range(self._data.shape[0]))  # type: ignore[index]   # methods.py
 
     # -- guard for graph outputs (see compiler) -----------------------------------------------
     def _check_guard(self) -> None:

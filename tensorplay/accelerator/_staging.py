@@ -22,7 +22,7 @@ from operator import is_ as _is
 
 import numpy as np
 
-from .._tensor.tensor import Tensor, layout_of
+from .._tensor.tensor import Layout, Tensor, layout_of
 
 
 def _describe(tensor: Tensor) -> str:
@@ -74,7 +74,7 @@ class StaticPlan:
         self.statics = tuple(static_inputs)
         self.write_back = write_back
         self.back = _write_back_flags(write_back, len(self.statics))
-        self.fast = []
+        self.fast: list[tuple[Layout, int, int] | None] = []
         device_type = backend.device_type
         for static in self.statics:
             if (type(static) is Tensor and static._device.type == device_type

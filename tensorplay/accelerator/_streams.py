@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .._runtime import device as _device
 from .._runtime.select import require_accelerator
+
+if TYPE_CHECKING:
+    from ..backends import NativeEvent
 from .._runtime import capture as _capture, state as _state
 
 __all__ = ["Stream", "Event"]
@@ -192,7 +195,7 @@ class Event:
 
     def __init__(self, enable_timing: bool = False):
         self.enable_timing = bool(enable_timing)
-        self._native = None
+        self._native: NativeEvent | None = None
         self.device_index: int | None = None
 
     def _ensure(self, index: int):

@@ -101,7 +101,7 @@ from __future__ import annotations
 import contextlib
 import numbers
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 from .. import _dtype
 from .._runtime import device as _device, dispatch as _dispatch, state as _state
@@ -113,6 +113,9 @@ from .._tensor.tensor import Tensor
 from .graphs import Graph, current_capturing_graph
 
 __all__ = ["cond", "fori_loop", "switch", "while_loop"]
+
+#: while_loop's carried values: its result has their structure (a tuple for a tuple ...)
+_Carried = TypeVar("_Carried", bound=tuple | list)
 
 _SAME_BRANCHES = ("every branch must return the same structure of tensors, with the same "
                   "shapes, dtypes and devices")
@@ -175,7 +178,7 @@ def _labels(treedef) -> list[str]:
     if treedef is None:
         return [""]
     kind, keys, children = treedef
-    out = []
+    out: list[str] = []
     for position, child in enumerate(children):
         label = f"[{keys[position]!r}]" if kind is dict else f"[{position}]"
         out.extend(label + rest for rest in _labels(child))
@@ -689,6 +692,9 @@ def switch(index: Tensor | int, branches: Sequence[Callable[..., Any]],
     selected = _creation.empty((), dtype=_dtype.int64, device=device)
     _launch_fused(_clamp_index, device, "switch_index", index._data.reshape(()), last,
                   selected._data)
+    treedef: Any
+    metas: Any
+    results: Any
     treedef = metas = results = None
     if graph.supports_switch_nodes():   # one switch node, one body per branch
         with _body(graph, "switch", selected, "switch", "branches[0]",
@@ -726,7 +732,7 @@ def _switch_branch(branch, operands, device, position: int, treedef, metas, resu
 # -- while_loop -------------------------------------------------------------------------------
 
 def while_loop(cond_fn: Callable[..., Any], body_fn: Callable[..., Any],
-               carried_inputs: tuple | list) -> tuple | list:
+               carried_inputs: _Carried) -> _Carried:
     """``while cond_fn(*carried): carried = body_fn(*carried)``, as ``torch.while_loop``.
 
     Eagerly, each ``cond_fn`` result is read on the host once (one synchronization per
@@ -971,8 +977,9 @@ class _CapturedFori:
             i.copy_(lower.reshape(()))
         else:
             i.fill_(int(lower))
+        stop: Tensor | int
         if isinstance(upper, Tensor):
-            stop: Tensor | int = _creation.empty((), dtype=_dtype.int64, device=device)
+            stop = _creation.empty((), dtype=_dtype.int64, device=device)
             stop.copy_(upper.reshape(()))
         else:
             stop = int(upper)

@@ -43,6 +43,7 @@ import itertools
 import os
 import threading
 import weakref
+from typing import Any, Callable
 
 from .._runtime import capture as _capture, device as _device, state as _state
 from .._runtime.allocator import device_allocator as _allocator
@@ -152,12 +153,14 @@ class Graph:
         self._debug = False
         self._native_graph = None
         self._exec = None
-        self._launch = self._launch_failed = None
+        self._launch: Callable[..., Any] | None = None
+        self._launch_failed: Callable[..., Any] = None  # type: ignore[assignment]   # with _launch
         self._staged = False
-        self._pool_id = None
-        self._device_index: int | None = None
-        self._capture_stream: Stream | None = None
-        self._previous_stream: Stream | None = None
+        self._pool_id: tuple[int, int] | None = None
+        # set by capture_begin and read only after it: typed without their first None
+        self._device_index: int = None  # type: ignore[assignment]
+        self._capture_stream: Stream = None  # type: ignore[assignment]
+        self._previous_stream: Stream = None  # type: ignore[assignment]
         self._record: _capture.CaptureRecord | None = None
         self._refusal: str | None = None          # why capture_end must discard the capture
         self._discarded_because: str | None = None
@@ -304,7 +307,7 @@ class Graph:
     def _finish_capture(self, restore_stream: bool = True) -> None:
         """Stop routing allocations to the pool and restore the caller's stream (on the thread
         that began the capture: the current stream is per thread)."""
-        record = self._record
+        record: _capture.CaptureRecord = self._record  # type: ignore[assignment]   # capturing
         _capture.unregister_capture(record)
         _forget_capturing(self._capture_stream._native)
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id,
@@ -373,7 +376,7 @@ class Graph:
         body_native = body._native
         _allocator(self._device_index).begin_allocate_to_pool(self._pool_id, body_native)
         self._bodies.append((body, parent, watch, kind, later))
-        self._record.body_streams.append(body_native)
+        self._record.body_streams.append(body_native)  # type: ignore[union-attr]   # capturing
         _note_capturing(body_native, self)
         if any(entry[2] is not None for entry in self._bodies):
             _body_watchers[body_native] = self._note_body_work
@@ -384,7 +387,7 @@ class Graph:
         self._bodies.pop()
         _body_watchers.pop(body._native, None)
         _forget_capturing(body._native)
-        self._record.body_streams.remove(body._native)
+        self._record.body_streams.remove(body._native)  # type: ignore[union-attr]   # capturing
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id, body._native)
 
     def _note_body_work(self, kernel) -> None:
@@ -520,7 +523,7 @@ class Graph:
         re-reads this predicate when its body ends."""
         call = "set_conditional_handle_for_current_node"
         predicate = _capture.check_predicate(call, self._record, scalar_pred)
-        _capture.check_body_open(self._record, call)
+        _capture.check_body_open(self._record, call)  # type: ignore[arg-type]   # checked above
         body, _, watch = self._bodies[-1][:3]
         self._backend.set_conditional(body._native, predicate)
         if watch is not None:

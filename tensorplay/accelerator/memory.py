@@ -62,7 +62,8 @@ def empty_host_cache() -> None:
 def get_memory_info(device=None) -> tuple[int, int]:
     """``(free, total)`` bytes of the device, as the runtime reports them."""
     index = _device.resolve_accelerator_index(device)
-    return tuple(require_accelerator().mem_get_info(index))
+    free, total = require_accelerator().mem_get_info(index)
+    return free, total
 
 
 def memory_stats(device=None) -> "OrderedDict[str, Any]":

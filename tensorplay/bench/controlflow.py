@@ -29,7 +29,8 @@ there a peer that is not installed, or cannot run, is a row with no time and a n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -246,7 +247,7 @@ class Newton:
         self.a = tp.tensor(newton_values(size), dtype=dtype, device=device)
         self.device = self.a.device   # with its index ("cuda" means the current device)
         self.residual = tp.empty_like(self.a)
-        self._kernel = None   # (x, the kernel)
+        self._kernel: tuple[tp.Tensor, Callable[[], None]] | None = None   # (x, the kernel)
 
     def _keep_going(self, x: tp.Tensor, err: tp.Tensor, k: tp.Tensor) -> tp.Tensor:
         return (err > self.tol) & (k < self.cap)
@@ -540,7 +541,7 @@ def jax_heat(jax, n: int, steps: int, every: int):
     return run, jax.device_put(heat_initial(n))
 
 
-def _jax_timed(jax, run, argument) -> tuple[float, object]:
+def _jax_timed(jax, run, argument) -> tuple[float, Any]:
     """``(microseconds per call, the last result)`` of the jitted ``run(argument)``."""
     state = {}
 

@@ -13,6 +13,7 @@ path, so a regression in it shows without a GPU.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
@@ -74,7 +75,7 @@ def eager_table(device: str, calls: int = CALLS, repeats: int = REPEATS) -> dict
             times[name][op] = min(loops[name][0]) if name in loops else None
     rows = []
     for op, ours in times["tensorplay"].items():
-        row = {"op": op, "tensorplay": ours}
+        row: dict[str, Any] = {"op": op, "tensorplay": ours}
         row.update({peer: times.get(peer, {}).get(op) for peer in PEERS})
         row.update({f"tp/{peer}": _ratio(ours, row[peer]) for peer in PEERS})
         rows.append(row)

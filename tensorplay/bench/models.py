@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from typing import Any
 
 import numpy as np
 
@@ -233,7 +234,7 @@ def _torch_cg(torch, n, tol, max_iterations):
         out[:, 1:] -= x[:, :-1]
         out[:, :-1] -= x[:, 1:]
         return out
-    state = {}
+    state: dict[str, Any] = {}
 
     def solve():
         x = torch.zeros_like(b)

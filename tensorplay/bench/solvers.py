@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import ml_dtypes
 
@@ -129,14 +129,15 @@ class PoissonCG:
                 or max_iterations < 0:
             raise ValueError(f"PoissonCG: max_iterations must be an int >= 0, got "
                              f"{max_iterations!r}")
-        self.b = b
-        self.tol = float(tol)
-        self.max_iterations = int(max_iterations)
-        self.ap = tp.zeros_like(b)
-        self.product = tp.zeros_like(b)
-        self.threshold2 = tp.zeros((), dtype=b.dtype, device=b.device)
-        self._kernel = None     # (the CGState the kernel closes over, the kernel)
-        self.state = self.initial_state()
+        self.b: tp.Tensor = b
+        self.tol: float = float(tol)
+        self.max_iterations: int = int(max_iterations)
+        self.ap: tp.Tensor = tp.zeros_like(b)
+        self.product: tp.Tensor = tp.zeros_like(b)
+        self.threshold2: tp.Tensor = tp.zeros((), dtype=b.dtype, device=b.device)
+        # (the CGState the kernel closes over, the kernel)
+        self._kernel: tuple[CGState, Callable[[], None]] | None = None
+        self.state: CGState = self.initial_state()
 
     # the fields of ``state``, as attributes
     x = property(lambda self: self.state.x, doc="The iterate (of ``state``).")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import tensorplay as tp
 
@@ -53,7 +53,7 @@ def time_per_call(fn: Call, sync: Call, calls: int, repeats: int = 5, warmup: in
     return host_and_total(fn, sync, calls, repeats, warmup)[1]
 
 
-def interleaved_loops(impls: dict[str, tuple[Call, Call]], calls: int, repeats: int,
+def interleaved_loops(impls: Mapping[str, tuple[Call, Call]], calls: int, repeats: int,
                       warmup: int) -> dict[str, tuple[list[float], list[float]]]:
     """:func:`timed_loops` for several implementations of one case (``{name: (fn, sync)}``),
     taking turns loop by loop, so that a change in the shared host's speed during the case falls

@@ -55,7 +55,8 @@ class Parameter(metaclass=_ParameterMeta):
             Tensors of floating point dtype can require gradients").
     """
 
-    def __new__(cls, data: Tensor | None = None, requires_grad: bool = True) -> Tensor:
+    def __new__(  # type: ignore[misc]   # a plain Tensor: see the module docstring
+            cls, data: Tensor | None = None, requires_grad: bool = True) -> Tensor:
         if data is None:
             data = empty(0)
         if not isinstance(data, Tensor):

@@ -20,7 +20,7 @@ def check_lr(lr) -> None:
         value = lr.item()
     else:
         value = lr
-    if not 0.0 <= value:
+    if not 0.0 <= value:  # type: ignore[operator]   # a floating tensor's item() is a float
         raise ValueError(f"Invalid learning rate: {lr}")
 
 

@@ -265,7 +265,7 @@ class Adam(Optimizer):
                                                      device=bucket.device) * lr
             lr = found
         bucket.steps.add_(1)
-        flat = bucket.flat
+        flat: FlatBuffers = bucket.flat  # type: ignore[assignment]   # a bucket with flat buffers
         amsgrad = group["amsgrad"]
         adam_update_(flat.param, flat.grad, flat.state_buffer("exp_avg"),
                      flat.state_buffer("exp_avg_sq"),
@@ -306,7 +306,7 @@ class Adam(Optimizer):
         for p, i in members:
             state = self.state[p]
             exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-            g = p.grad
+            g: Tensor = p.grad  # type: ignore[assignment]   # members have gradients
             if maximize:
                 g = -g
             if weight_decay != 0:

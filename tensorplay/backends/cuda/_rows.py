@@ -338,6 +338,7 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> None:
                          f"v {v.shape}, out {out.shape}")
     if out.size == 0:
         return
+    mask_strides: tuple[int, ...]   # in elements, one per dimension of the 4-d scores
     if mask is None:
         mask_dtype, mask_strides = None, (0, 0, 0, 0)
     else:   # read in place through its strides: 0 along the broadcast dimensions

@@ -155,7 +155,9 @@ def _capture_device(tensors):
     accelerator device."""
     if tensors:
         return tensors[0].device
-    return _device(accelerator_backend().device_type, accelerator.current_device_index())
+    # (a call is captured only where an accelerator was built: _uncapturable_reason)
+    return _device(accelerator_backend().device_type,  # type: ignore[union-attr]
+                   accelerator.current_device_index())
 
 
 class CudaGraphsFunction:
@@ -167,7 +169,7 @@ class CudaGraphsFunction:
         self._cache_size = cache_size
         self._entries: OrderedDict = OrderedDict()
         self._eager: dict = {}
-        self._pool = None
+        self._pool: tuple[int, int] | None = None
         self._calls = 0
 
     # -- introspection for tests and users --------------------------------------------------

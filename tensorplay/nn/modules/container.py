@@ -7,7 +7,7 @@ from __future__ import annotations
 import operator
 from collections import OrderedDict, abc
 from itertools import chain, islice
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Iterable, Iterator, Mapping, overload
 
 from .module import Module, _addindent
 
@@ -47,7 +47,13 @@ class Sequential(_Positional):
     modules (shared, not copied).
     """
 
-    def __init__(self, *args: Module) -> None:
+    @overload
+    def __init__(self, *args: Module) -> None: ...
+
+    @overload
+    def __init__(self, arg: OrderedDict[str, Module], /) -> None: ...
+
+    def __init__(self, *args: Any) -> None:
         super().__init__()
         if len(args) == 1 and isinstance(args[0], OrderedDict):
             for key, module in args[0].items():
@@ -306,7 +312,8 @@ class ModuleDict(Module):
             if not isinstance(pair, abc.Iterable):
                 raise TypeError(f"ModuleDict update sequence element #{index} should be "
                                 f"Iterable; is {type(pair).__name__}")
-            if len(pair) != 2:
+            # as PyTorch: a pair is measured and indexed (TypeError if it can't be)
+            if len(pair) != 2:  # type: ignore[arg-type]
                 raise ValueError(f"ModuleDict update sequence element #{index} has length "
-                                 f"{len(pair)}; 2 is required")
-            self[pair[0]] = pair[1]
+                                 f"{len(pair)}; 2 is required")  # type: ignore[arg-type]
+            self[pair[0]] = pair[1]  # type: ignore[index]

@@ -150,6 +150,11 @@ class Module:
     """
 
     training: bool
+    # made by __init__ (declarations only: no class attribute is made)
+    _parameters: dict[str, Tensor | None]
+    _buffers: dict[str, Tensor | None]
+    _non_persistent_buffers_set: set[str]
+    _modules: dict[str, Module]     # (None for a name registered without a module)
     dump_patches = False
     call_super_init = False
 
@@ -249,7 +254,7 @@ class Module:
             raise KeyError(f'module name can\'t contain ".", got: {name}')
         if name == "":
             raise KeyError('module name can\'t be empty string ""')
-        self._modules[name] = module
+        self._modules[name] = module  # type: ignore[assignment]   # None: a slot with no module
 
     register_module = add_module
 
@@ -626,7 +631,7 @@ class Module:
                 destination[prefix + name] = buffer if keep_vars else buffer.detach()
 
     def state_dict(self, *args, destination: dict | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> "OrderedDict[str, Tensor]":
+                   keep_vars: bool = False) -> dict[str, Tensor]:
         """An ``OrderedDict`` from dotted names to the parameters and persistent buffers of
         this module and its submodules, in registration order. The values are detached
         tensors that SHARE memory with the module's (``keep_vars=True``: the parameters

@@ -78,8 +78,8 @@ def info() -> int:
                            if d in capability["supported_dtypes"])
         facts = ", ".join(f"{k}={v}" for k, v in capability.items()
                           if k not in ("supported_dtypes", "name"))
-        print(f"  {tp.accelerator.current_accelerator().type}:{index}: {capability['name']}"
-              f" ({facts})")
+        print(f"  {tp.accelerator.current_accelerator().type}:{index}: "  # type: ignore[union-attr]
+              f"{capability['name']} ({facts})")
         print(f"      dtypes: {dtypes}")
     if _asked_for_missing_accelerator():
         print(f"\nthe accelerator asked for cannot be used: {_unavailable()}", file=sys.stderr)

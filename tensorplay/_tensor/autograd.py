@@ -917,7 +917,7 @@ def backward_many(tensors, grad_tensors=None, retain_graph=None, create_graph: b
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
-         allow_unused: bool = False):
+         allow_unused: bool = False) -> tuple[Tensor | None, ...]:
     """The gradients of ``outputs`` with respect to ``inputs`` (``torch.autograd.grad``),
     leaving every ``.grad`` alone.
 

@@ -356,7 +356,7 @@ def _prod(shape) -> int:
 
 
 # -- named indexing ops -----------------------------------------------------------------------
-def nonzero(input, *, as_tuple: bool = False):
+def nonzero(input, *, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
     """Indices of the nonzero elements: an ``(n, ndim)`` int64 tensor, or (``as_tuple``) one
     1-D tensor per dimension. Reads the data on the host (the result's size depends on it)."""
     tensor = _tensor(input, "nonzero")

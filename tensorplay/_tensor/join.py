@@ -11,6 +11,7 @@ round once when the result is stored.
 from __future__ import annotations
 
 import functools
+from typing import overload
 
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
@@ -174,7 +175,15 @@ def stack(tensors, dim: int = 0) -> Tensor:
 
 
 # -- selection and bounds -----------------------------------------------------------------------
-def where(condition, input=None, other=None) -> Tensor:
+@overload
+def where(condition) -> tuple[Tensor, ...]: ...
+
+
+@overload
+def where(condition, input, other) -> Tensor: ...
+
+
+def where(condition, input=None, other=None) -> Tensor | tuple[Tensor, ...]:
     """``input`` where ``condition`` is true, else ``other`` (Tensors or numbers, broadcast,
     promoted). ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``.
 

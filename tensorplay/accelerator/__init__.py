@@ -12,6 +12,7 @@ needs a device raises ``RuntimeError`` saying how to get one.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 from .._runtime import device as _device
@@ -46,7 +47,7 @@ __all__ = [
 ]
 
 
-def current_accelerator(check_available: bool = False):
+def current_accelerator(check_available: bool = False) -> _device.device | None:
     """The accelerator device type selected at build time, if any.
 
     Returns:
@@ -106,7 +107,7 @@ def set_device_index(device) -> None:
 
 
 @contextlib.contextmanager
-def device_index(device):
+def device_index(device) -> Iterator[None]:
     """Context manager that makes ``device`` current and restores the previous one on exit.
 
     ``None`` or a negative index leaves the current device alone.

@@ -249,8 +249,9 @@ def _machine(eager_only: bool) -> tuple[str, str]:
     accelerator = tp.accelerator.current_accelerator(check_available=True)
     if accelerator is None and eager_only:
         return "cpu", f"host, NumPy {np.__version__}"
-    capability = tp.accelerator.get_device_capability(0)
-    return f"{tp.accelerator.current_accelerator().type}:0", capability["name"]
+    capability = tp.accelerator.get_device_capability(0)   # (raises on a host-only build)
+    kind = tp.accelerator.current_accelerator().type  # type: ignore[union-attr]
+    return f"{kind}:0", capability["name"]
 
 
 def _print_run(run: dict) -> None:

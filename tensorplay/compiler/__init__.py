@@ -13,6 +13,7 @@ Usable as ``@tp.compile``, ``@tp.compile(backend="eager")`` or ``tp.compile(fn, 
 from __future__ import annotations
 
 import functools
+from typing import Any, Callable
 
 from .backends.cudagraphs import CudaGraphsFunction
 
@@ -21,7 +22,8 @@ __all__ = ["compile", "BACKENDS"]
 BACKENDS = ("cudagraphs", "eager")
 
 
-def compile(fn=None, *, backend: str = "cudagraphs", cache_size: int = 8, fuse: bool = True):
+def compile(fn: Callable[..., Any] | None = None, *, backend: str = "cudagraphs",
+            cache_size: int = 8, fuse: bool = True) -> Callable[..., Any]:
     """Compile ``fn`` with ``backend``.
 
     What is fused ("cudagraphs", ``fuse=True``): the warm-up call records the ops it runs, and

@@ -211,6 +211,9 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
             type(mat2) is Tensor and input.ndim == 1 and mat1.ndim == 2 and mat2.ndim == 2 \
             and input.shape[0] == mat2.shape[1] and mat1.shape[1] == mat2.shape[0] \
             and input.dtype is mat1.dtype:
+        if _rewrite.active is not None:   # Note [fusion rewrite]: a product with its bias
+            return _rewrite.active.run("addmm", (input, mat1, mat2),
+                                       lambda: fused_matmul(mat1, mat2, input, None, "addmm"))
         return fused_matmul(mat1, mat2, input, None, "addmm")
     product = mm(mat1, mat2)
     if alpha != 1:
@@ -296,6 +299,43 @@ def fused_matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str | No
         if bias is not None:
             result = _ops.binary("add", result, bias)
     return result if plan.apply is None else plan.apply(result)
+
+
+def fused_matmul_residual(a: Tensor, b: Tensor, bias: Tensor | None, residual: Tensor,
+                          op: str = "matmul") -> Tensor:
+    """``a @ b + bias + residual`` (``bias`` None: none): ONE backend call where the backend
+    adds a residual inside the product (``matmul_residual``; cuda: cuBLASLt's C input with
+    beta = 1, the bias its epilogue), for a 2-D ``b``, a residual of the product's shape, dtype
+    and device, C-contiguous; else :func:`fused_matmul`, then an add. ``tp.compile`` folds a
+    residual add after a product into this."""
+    for value in (a, b, bias, residual):
+        if value is not None and value._guard is not None:
+            value._check_guard()
+    key = (_ops._signature(a), _ops._signature(b),
+           None if bias is None else _ops._signature(bias), _ops._signature(residual), op,
+           _precision, "residual")
+    plan = _fused_plans.get(key)
+    if plan is None:
+        plan = _plan_fused(op, a, b, bias, None)
+        hook = _dispatch.accelerator_hook("matmul_residual")
+        product = plan.product
+        plan.epilogue = hook if (
+            hook is not None and b.ndim == 2 and a.shape[-1] > 0
+            and product.device.type != "cpu" and a.dtype in _EPILOGUE_DTYPES
+            and (bias is None or (bias.shape == product.shape[-1:] and bias.stride() == (1,)))
+            and residual.shape == product.shape and residual.dtype is product.dtype
+            and residual.device == product.device and residual.is_contiguous()) else None
+        plan.name = f"{op}+residual" if bias is None else f"{op}+bias+residual"
+        _dispatch.remember(_fused_plans, key, plan, 1024)
+    if plan.epilogue is None:
+        return _ops.binary("add", fused_matmul(a, b, bias, None, op), residual)
+    product = plan.product
+    out = _dispatch.empty(product.device, product.shape, product.dtype)
+    kernel = functools.partial(plan.epilogue, a._data, b._data, out,
+                               None if bias is None else bias._data, residual._data,
+                               product.precision)
+    _dispatch.launch(product.device, _dispatch.named(plan.name, kernel, shape=product.shape))
+    return Tensor._make(out, product.device, product.dtype)
 
 
 def _plan_fused(op: str, a: Tensor, b: Tensor, bias: Tensor | None,

@@ -6,10 +6,13 @@ Note [fusion rewrite]
 the captured graph launch fewer kernels, without tracing the function into an IR:
 
 - *fused products*: ``matmul`` then an ``add`` of its result and a bias, optionally then
-  ``relu``/``gelu``/``silu`` of that sum, and ``linear`` then such an activation, become one
-  ``linalg.fused_matmul`` (cuda: one kernel for a float32 product of at most 8 rows, else one
-  cuBLASLt call with a BIAS / RELU_BIAS / GELU_BIAS epilogue, exact GELU and SiLU one kernel after
-  it; elsewhere the same ops);
+  ``relu``/``gelu``/``silu`` of that sum, and ``linear`` or ``addmm`` (whose bias is inside)
+  then such an activation, become one ``linalg.fused_matmul`` (cuda: one kernel for a float32
+  product of at most 8 rows, else one cuBLASLt call with a BIAS / RELU_BIAS / GELU_BIAS
+  epilogue, exact GELU and SiLU one kernel after it; elsewhere the same ops); a product (with
+  its bias, no activation) then an ``add`` of a tensor of the result's shape and dtype (a
+  residual) becomes one ``linalg.fused_matmul_residual`` (cuda: the residual is cuBLASLt's C
+  input with beta = 1);
 - *fused chains*: two or more elementwise ops in a row, each taking the previous one's result,
   over contiguous operands of one shape and dtype (and plain numbers), become ONE kernel (cuda:
   the backend's ``elementwise_program``, the ops' expressions in registers; elsewhere one kernel
@@ -102,13 +105,14 @@ class _Group:
     """A fusable run of recorded ops: ``count`` ops from its first; ``product`` groups know the
     bias's side in the add and the activation; ``chain`` groups their program."""
 
-    __slots__ = ("count", "product", "side", "activation", "steps", "launcher", "plans",
-                 "native")
+    __slots__ = ("count", "product", "side", "activation", "residual", "steps", "launcher",
+                 "plans", "native")
     # the slots' types (declarations only: no class attribute is made)
     count: int
     product: bool
     side: Any                           # the bias's operand in the add (0 or 1); None: none
     activation: str | None
+    residual: Any                       # the residual's operand in the last add; None: none
     steps: tuple[tuple[str, tuple[int, ...]], ...]
     launcher: Callable[..., Any]
     plans: tuple
@@ -195,18 +199,41 @@ class Recorder:
             i += group.count
         return found
 
+    def _residual_at(self, j: int) -> Any:
+        """The side (0 or 1) of the residual in op ``j`` when it adds a tensor of its own shape
+        and dtype to op ``j - 1``'s result and follows it directly, else None."""
+        ops = self.ops
+        if j >= len(ops):
+            return None
+        add, previous = ops[j], ops[j - 1]
+        if not (_name(add.kind) == "add" and self._joins(j - 1, j) and add.shape == previous.shape
+                and add.dtype is previous.dtype and add.sources.count(j - 1) == 1
+                and len(add.operands) == 2):
+            return None
+        side = 1 - add.sources.index(j - 1)
+        other = add.operands[side]
+        other = other() if type(other) is weakref.ref else other
+        if type(other) is not Tensor or other._dtype is not add.dtype or \
+                tuple(other.shape) != tuple(add.shape):
+            return None
+        return side
+
     def _product_at(self, i: int) -> _Group | None:
         ops = self.ops
-        if i + 1 >= len(ops) or _name(ops[i].kind) not in ("matmul", "linear"):
+        if i + 1 >= len(ops) or _name(ops[i].kind) not in ("matmul", "linear", "addmm"):
             return None
         group = _Group()
-        group.product, group.side, group.activation = True, None, None
+        group.product, group.side, group.activation, group.residual = True, None, None, None
         nxt = ops[i + 1]
-        if ops[i].kind == "linear":
-            if not (_name(nxt.kind) in ACTIVATION_KINDS and nxt.sources == (i,)
-                    and self._joins(i, i + 1)):
+        if ops[i].kind in ("linear", "addmm"):   # the bias is already inside the product
+            if _name(nxt.kind) in ACTIVATION_KINDS and nxt.sources == (i,) and \
+                    self._joins(i, i + 1):
+                group.count, group.activation = 2, _name(nxt.kind)
+                return group
+            group.residual = self._residual_at(i + 1)
+            if group.residual is None:
                 return None
-            group.count, group.activation = 2, _name(nxt.kind)
+            group.count = 2
             return group
         product = ops[i]
         if not (_name(nxt.kind) == "add" and self._joins(i, i + 1) and nxt.shape == product.shape
@@ -223,6 +250,10 @@ class Recorder:
             if (_name(act.kind) in ACTIVATION_KINDS and act.sources == (i + 1,)
                     and self._joins(i + 1, i + 2)):
                 group.count, group.activation = 3, _name(act.kind)
+            else:
+                group.residual = self._residual_at(i + 2)
+                if group.residual is not None:
+                    group.count = 3
         return group
 
     def _chain_at(self, i: int) -> _Group | None:
@@ -284,7 +315,8 @@ def _run_chain(steps, plans, *arrays) -> None:
 class Rewriter:
     """Replays the warm-up's op sequence with its groups fused (Note [fusion rewrite], step 3).
 
-    ``fuse(a, b, bias, activation)`` computes one fused product (``linalg.fused_matmul``).
+    ``fuse(a, b, bias, activation, residual=None)`` computes one fused product
+    (``linalg.fused_matmul``, or ``linalg.fused_matmul_residual`` with a residual).
     """
 
     def __init__(self, recorder: Recorder, groups: dict[int, _Group], fuse: Callable, device):
@@ -354,7 +386,7 @@ class Rewriter:
             raise FusionMismatch(f"op #{position} ({_name(kind)}) of a fused group does not "
                                  f"take the group's previous result")
         self._left -= 1
-        self._gather(group, kind, operands)
+        self._gather(group, kind, operands, group.count - self._left - 1)
         if self._left:
             self._placeholder = self._make_placeholder(position, operands)
             return self._placeholder
@@ -365,15 +397,25 @@ class Rewriter:
             self.chains += 1
         return _unobserved(self, lambda: self._launch(group, kind))
 
-    def _gather(self, group: _Group, kind, operands: tuple) -> None:
+    def _gather(self, group: _Group, kind, operands: tuple, offset: int) -> None:
         gathered = self._gathered
         if not group.product:
             gathered.extend(v for v in operands if v is not self._placeholder)
         elif kind == "linear":   # (input, weight, bias): the product is input @ weight.T
             a, weight, bias = operands
             gathered.extend((a, weight.T if weight.ndim == 2 else weight, bias))
+        elif kind == "addmm":    # (bias, mat1, mat2)
+            bias, a, b = operands
+            gathered.extend((a, b, bias))
         elif kind == "matmul":
             gathered.extend((*operands, None))
+        elif group.residual is not None and offset == group.count - 1:   # the residual's add
+            residual = operands[group.residual]
+            if operands[1 - group.residual] is not self._placeholder or \
+                    type(residual) is not Tensor:
+                raise FusionMismatch("the fused product's residual add does not add a tensor "
+                                     "to it")
+            gathered.append(residual)
         else:   # the add of the bias (an activation gathers nothing)
             if _name(kind) == "add":
                 gathered[2] = operands[group.side]
@@ -384,6 +426,9 @@ class Rewriter:
     def _launch(self, group: _Group, kind) -> Tensor:
         gathered = self._gathered
         if group.product:
+            if group.residual is not None:
+                a, b, bias, residual = gathered
+                return self._fuse(a, b, bias, None, residual)
             a, b, bias = gathered
             return self._fuse(a, b, bias, group.activation)
         plan = kind     # the chain's last op: its shape, dtype and device are the chain's

@@ -284,6 +284,12 @@ class OptionalHooks(Protocol):
         C-contiguous and the inner dimension not empty. Fallback: ``matmul`` then the bias and
         activation as ops of their own (``_tensor/linalg.py``)."""
 
+    def matmul_residual(self, a: Any, b: Any, out: Any, bias: Any, residual: Any,
+                        precision: str = "highest") -> None:
+        """``out[...] = a @ b + bias + residual`` (``bias`` None: none) in one call, for
+        operands ``matmul_epilogue`` takes and a C-contiguous ``residual`` of ``out``'s shape and
+        dtype. Fallback: the product (with its bias), then an add (``linalg.fused_matmul``)."""
+
     def erf(self, x: Any) -> Any:
         """The error function of a float ``xp`` array in one kernel. Fallback: composed from xp
         ops (``_tensor``'s series / continued fraction)."""

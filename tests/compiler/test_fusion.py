@@ -82,6 +82,22 @@ def test_bias_on_the_left_and_linear_with_activation(device):
     assert compiled.fused_products == on_graphs(device, 2)
 
 
+@pytest.mark.parametrize("dtype, rtol", [(tp.float32, 1e-5), (tp.bfloat16, 3e-2)])
+def test_residual_adds_and_addmm_fold_into_their_products(device, dtype, rtol):
+    """A transformer block's products: addmm then GELU(tanh) (the epilogue), then a product
+    plus its bias plus the residual stream, as addmm and as @ and +, each one fused product."""
+    if dtype is tp.bfloat16:
+        requires_captured_products(device)
+    ws, bs = params(device, layers=3, dtype=dtype)
+
+    def block(x):
+        hidden = tp.gelu(tp.addmm(bs[0], x, ws[0]), approximate="tanh")
+        x = x + tp.addmm(bs[1], hidden, ws[1])
+        return (x @ ws[2] + bs[2]) + x
+    compiled = check_calls(block, device, dtype, rtol=rtol)
+    assert compiled.fused_products == on_graphs(device, 3)
+
+
 def test_fuse_false_captures_as_written(device):
     ws, bs = params(device, layers=1)
     compiled = tp.compile(lambda x: tp.relu(x @ ws[0] + bs[0]), fuse=False)

@@ -520,9 +520,15 @@ class CudaBackend:
         :func:`._matmul.matmul_epilogue`."""
         _matmul.matmul_epilogue(a, b, out, bias, activation, precision)
 
-    # both touch only the arrays they are given (and a fresh workspace): Note [write records]
+    def matmul_residual(self, a, b, out, bias, residual, precision: str = "highest"):
+        """``out[...] = a @ b + bias + residual`` in one cuBLASLt call (the residual its C
+        input, beta = 1): :func:`._matmul.matmul_residual`."""
+        _matmul.matmul_residual(a, b, out, bias, residual, precision)
+
+    # they touch only the arrays they are given (and a fresh workspace): Note [write records]
     matmul.tp_arguments_only = True  # type: ignore[attr-defined]
     matmul_epilogue.tp_arguments_only = True  # type: ignore[attr-defined]
+    matmul_residual.tp_arguments_only = True  # type: ignore[attr-defined]
 
     def erf(self, x):
         """The error function of a float CuPy array in one kernel: :func:`._activations.erf`."""

@@ -44,7 +44,7 @@ from . import _elementwise, _skinny
 from ._graphs import _roots as _capturing_roots   # non-empty while a capture is open
 from ._runtime import is_capturing, relaxed_capture_mode
 
-__all__ = ["ENGINE", "EPILOGUES", "matmul", "matmul_epilogue", "available"]
+__all__ = ["ENGINE", "EPILOGUES", "matmul", "matmul_epilogue", "matmul_residual", "available"]
 
 log = logging.getLogger("tensorplay.cuda")
 
@@ -134,7 +134,7 @@ def _set(setter, obj: int, attr, dtype_of, value) -> None:
 class _Plan:
     """Everything decided once for a product signature: descriptor, layouts, algorithm."""
 
-    __slots__ = ("desc", "layouts", "algo", "workspace", "alpha", "beta", "bias",
+    __slots__ = ("desc", "layouts", "algo", "workspace", "alpha", "beta", "beta_one", "bias",
                  "bias_buffer", "_keep")
 
     def __init__(self, device: int, dtype: np.dtype, precision: str, a_op, b_op, d_layout,
@@ -144,6 +144,7 @@ class _Plan:
         if dtype == np.float32:
             compute = _FLOAT32_COMPUTE[precision]
         self.alpha, self.beta = _ONE[scale_type].ctypes.data, _ZERO[scale_type].ctypes.data
+        self.beta_one = self.alpha   # beta = 1: the C input (a residual) is added
         desc_attr = _lt.MatmulDescAttribute
         desc = self.desc = _lt.matmul_desc_create(int(getattr(_cublas.ComputeType, compute)),
                                                   scale_type)
@@ -294,22 +295,37 @@ def matmul_epilogue(a, b, out, bias, activation: str | None, precision: str = "h
     return _product(a, b, out, precision, bias, True, activation)
 
 
-def _product(a, b, out, precision, bias, with_bias, activation):
+def matmul_residual(a, b, out, bias, residual, precision: str = "highest"):
+    """``out[...] = a @ b + bias + residual`` (``bias`` None: none) in one cuBLASLt call: the
+    residual is its C input with beta = 1, the bias its BIAS epilogue. ``residual`` a
+    C-contiguous array of ``out``'s shape and dtype, ``out`` C-contiguous. Where cuBLASLt does
+    not take the product (skinny float32 products, other dtypes), the product, then the adds as
+    kernels of their own."""
+    return _product(a, b, out, precision, bias, bias is not None, None, residual)
+
+
+def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
     if out is not None:
         memory = out.data   # its device_id is a plain attribute (out.device builds a Device)
         pa, pb, pc = a.data.ptr, b.data.ptr, memory.ptr
         direct = (a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, a.dtype,
                   b.dtype, out.dtype, precision, with_bias, activation, pa & 255, pb & 255,
-                  pc & 255, memory.device_id, not _capturing_roots)
+                  pc & 255, memory.device_id, not _capturing_roots, residual is None)
         plan = _direct.get(direct)
         if plan is not None:    # the steady state: operands as last time, no copies needed
             if plan.__class__ is _Plan:
-                _run(plan, memory.device_id, pb, pa, pc, bias)
-            else:               # a skinny product's launcher
+                _run(plan, memory.device_id, pb, pa, pc, bias, residual)
+            else:               # a skinny product's launcher (never with a residual)
                 plan(a, b, bias, out)
             return out
     else:
         direct = None
+    if residual is not None and (out is None or not out.flags.c_contiguous or
+                                 not residual.flags.c_contiguous or
+                                 residual.shape != out.shape or residual.dtype != out.dtype):
+        out = _product(a, b, out, precision, bias, with_bias, activation)
+        out += residual
+        return out
     dtype = a.dtype
     if (_lt is None and dtype != np.float32) or dtype != b.dtype or dtype not in _TYPES:
         return _cupy_product(with_bias, activation, a, b, bias, out, direct)
@@ -329,7 +345,10 @@ def _product(a, b, out, precision, bias, with_bias, activation):
         return out
     if k == 0:
         out.fill(0)
-        return _finish_epilogue(out, bias, with_bias, activation)
+        _finish_epilogue(out, bias, with_bias, activation)
+        if residual is not None:
+            out += residual
+        return out
     result = out.reshape(batch_shape + (m, n)) if out.flags.c_contiguous else None
     if result is None:
         direct = None
@@ -338,19 +357,24 @@ def _product(a, b, out, precision, bias, with_bias, activation):
         rows = _fold_rows(a2)
         if rows is not None:   # one GEMM: the batch folds into a's rows
             a2, batch_shape, result = rows, (), result.reshape(-1, n)
-    launch = _skinny.plan(a2, b2, result, with_bias, activation) if not batch_shape else None
+    launch = _skinny.plan(a2, b2, result, with_bias, activation) \
+        if not batch_shape and residual is None else None
     if launch is not None:   # a few rows: one kernel of _skinny.py, epilogue included
         launch(a2, b2, bias, result)
         plan = launch if a.ndim == 2 and b.ndim == 2 else None
     elif _lt is None:
-        return _cupy_product(with_bias, activation, a, b, bias, out, direct)
+        result = _cupy_product(with_bias, activation, a, b, bias, out,
+                               direct if residual is None else None)
+        if residual is not None:
+            result += residual
+        return result
     elif activation not in _LT_ACTIVATIONS:   # the BIAS epilogue, then the activation's kernel
         _gemm(a2, b2, result, batch_shape, dtype, precision, bias, with_bias, None)
         _finish_epilogue(result, None, True, activation)
         plan = None
     else:
         plan = _gemm(a2, b2, result, batch_shape, dtype, precision, bias, with_bias,
-                     activation)
+                     activation, residual)
     if plan is not None and direct is not None:
         _remember_direct(direct, plan)
     if result.data.ptr != out.data.ptr:
@@ -394,7 +418,7 @@ def _fold_rows(a):
     return cupy.lib.stride_tricks.as_strided(a, (size, a.shape[-1]), (step * item, a.strides[-1]))
 
 
-def _gemm(a, b, c, batch_shape, dtype, precision, bias, with_bias, activation):
+def _gemm(a, b, c, batch_shape, dtype, precision, bias, with_bias, activation, residual=None):
     """``c = a @ b`` (+ epilogue) with ``c`` (batch..., m, n) C-contiguous and ``a``, ``b``
     broadcasting over ``batch_shape``. Returns the plan when no operand had to be copied (so
     the same call can skip straight to it next time), else None."""
@@ -426,13 +450,16 @@ def _gemm(a, b, c, batch_shape, dtype, precision, bias, with_bias, activation):
                 raise
             _gemm(a, b, c, batch_shape, dtype, precision, None, False, None)
             _finish_epilogue(c, bias, True, activation)
+            if residual is not None:
+                c += residual.reshape(c.shape)
             return None
-    _run(plan, device, pb, pa, pc, bias)
+    _run(plan, device, pb, pa, pc, bias, residual)
     return None if copied else plan
 
 
-def _run(plan: _Plan, device: int, pa: int, pb: int, pc: int, bias) -> None:
-    """One cublasLtMatmul of ``plan`` (cuBLASLt's A = ``pa``, B = ``pb``, C = D = ``pc``)."""
+def _run(plan: _Plan, device: int, pa: int, pb: int, pc: int, bias, residual=None) -> None:
+    """One cublasLtMatmul of ``plan`` (cuBLASLt's A = ``pa``, B = ``pb``, D = ``pc``; C =
+    ``pc`` with beta = 0, or the ``residual`` array with beta = 1)."""
     if plan.bias:
         buffer = plan.bias_buffer
         buffer[0] = bias.data.ptr
@@ -442,8 +469,12 @@ def _run(plan: _Plan, device: int, pa: int, pb: int, pc: int, bias) -> None:
     workspace = cupy.empty(size, np.uint8) if size else None
     a_layout, b_layout, d_layout = plan.layouts
     try:
+        if residual is None:
+            beta, c_ptr = plan.beta, pc
+        else:
+            beta, c_ptr = plan.beta_one, residual.data.ptr
         _lt.matmul(_handle(device), plan.desc, plan.alpha, pa, a_layout, pb, b_layout,
-                   plan.beta, pc, d_layout, pc, d_layout, plan.algo,
+                   beta, c_ptr, d_layout, pc, d_layout, plan.algo,
                    workspace.data.ptr if workspace is not None else 0, size,
                    cupy.cuda.get_current_stream().ptr)
     except _lt.cuBLASLtError as exc:

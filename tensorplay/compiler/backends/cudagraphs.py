@@ -272,7 +272,7 @@ class CudaGraphsFunction:
         written."""
         groups = recorder.groups() if self._fuse else {}
         if groups:
-            rewriter = _rewrite.Rewriter(recorder, groups, _linalg.fused_matmul, device)
+            rewriter = _rewrite.Rewriter(recorder, groups, _fuse, device)
             try:
                 return self._capture_once(signature, tensors, rewriter, device)
             except _rewrite.FusionMismatch as why:
@@ -315,3 +315,11 @@ class CudaGraphsFunction:
             view._guard = guard
             fresh.append(view)
         return _rebuild(entry.output_spec, iter(fresh))
+
+
+def _fuse(a, b, bias, activation, residual=None):
+    """The Rewriter's fused product: ``linalg.fused_matmul``, or with a residual
+    ``linalg.fused_matmul_residual``."""
+    if residual is None:
+        return _linalg.fused_matmul(a, b, bias, activation)
+    return _linalg.fused_matmul_residual(a, b, bias, residual)

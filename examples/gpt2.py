@@ -3,6 +3,8 @@ the token loop.
 
 - eager: one Python iteration per token;
 - per-token graph: one captured step (with the choice of the next token) replayed per token;
+- compiled per token: the same step through ``tp.compile``, whose fusion folds each product's
+  bias, GELU and residual add into the product;
 - whole generation: the prompt and every generated token in ONE replay, the token loop a
   ``tp.while_loop`` captured into a while node: no host round trip per token.
 
@@ -283,6 +285,33 @@ class PerTokenGraph:
         return state.result(state.limit)
 
 
+class CompiledPerToken:
+    """The per-token step through ``tp.compile``: captured like :class:`PerTokenGraph`, but
+    with ``tp.compile``'s fusion (a product's bias, GELU and residual add inside the product),
+    so each replay launches fewer kernels. Each call of the compiled step is one token."""
+
+    def __init__(self, model: GPT2, prompt, max_new: int, **options):
+        self.model, self.options = model, options
+        self.state = state = Generation(model, prompt, max_new, **options)
+
+        def step():
+            token = state.advance(state.pos)
+            stop = state.finished(state.pos, token)
+            state.pos.add_(1)
+            return stop
+        self.step = tp.compile(step)
+
+    def generate(self) -> list[int]:
+        state = self.state
+        self.model.reset()
+        state.pos.zero_()
+        for position in range(state.limit + 1):
+            stop = self.step()
+            if self.options.get("eos") is not None and stop.item():
+                return state.result(position)
+        return state.result(state.limit)
+
+
 class WholeGeneration:
     """The prompt and every generated token in one replay: the token loop is a
     ``tp.while_loop`` captured into a while node."""
@@ -331,8 +360,11 @@ def main() -> None:
     runs = [("eager", lambda: generate_eager(model, prompt, count, **options))]
     if device is not None:
         per_token = PerTokenGraph(model, prompt, count, **options)
+        compiled = CompiledPerToken(model, prompt, count, **options)
         whole = WholeGeneration(model, prompt, count, **options)
-        runs += [("per-token graph", per_token.generate), ("whole generation", whole.generate)]
+        runs += [("per-token graph", per_token.generate), ("compiled per token",
+                                                           compiled.generate),
+                 ("whole generation", whole.generate)]
     for name, run in runs:
         tp.manual_seed(0)
         run()

@@ -490,6 +490,7 @@ def test_decode_case_rows_on_the_accelerator_with_kernel_counts():
     impls = [row["impl"] for row in rows]
     if tp.accelerator.is_available():
         assert impls == ["tensorplay eager (host argmax per token)", "tensorplay Graph per token",
+                         "tensorplay tp.compile per token",
                          "tensorplay whole generation in one replay", "tensorplay eager"]
         assert re.search(r"\d+ kernels per token", rows[1]["note"])
     else:

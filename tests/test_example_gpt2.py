@@ -102,6 +102,12 @@ def test_graph_modes_give_the_eager_tokens(dev, weights):
     expected = reference_tokens(weights, PROMPT, 10)
     model = model_on(dev, weights)
     assert gpt2.PerTokenGraph(model, PROMPT, 10).generate() == expected
+    compiled = gpt2.CompiledPerToken(model, PROMPT, 10)
+    assert compiled.generate() == expected
+    assert compiled.generate() == expected   # now replaying the fused capture
+    # per layer the attention output's and the MLP's products with their residual adds, and
+    # the MLP's first product with its GELU
+    assert compiled.step.fused_products == 3 * CONFIG.n_layer
     whole = gpt2.WholeGeneration(model, PROMPT, 10)
     assert whole.generate() == expected
     assert whole.generate() == expected   # a replay starts over

@@ -213,10 +213,13 @@ class Recorder:
         side = 1 - add.sources.index(j - 1)
         other = add.operands[side]
         other = other() if type(other) is weakref.ref else other
-        if type(other) is not Tensor or other._dtype is not add.dtype or \
-                tuple(other.shape) != tuple(add.shape):
+        if type(other) is Tensor:
+            shape, dtype = tuple(other.shape), other._dtype
+        elif add.sources[side] is not None:   # an earlier op's result, dead since: its record
+            shape, dtype = tuple(ops[add.sources[side]].shape), ops[add.sources[side]].dtype
+        else:
             return None
-        return side
+        return side if dtype is add.dtype and shape == tuple(add.shape) else None
 
     def _product_at(self, i: int) -> _Group | None:
         ops = self.ops

@@ -128,6 +128,13 @@ def _graph_rows(gpt2, model, prompt, prompt_length: int, new: int, case: str, sy
            "us": min(_timed(per_token.generate, sync) for _ in range(3)) / fed * 1e6,
            "note": f"one replay per fed token, the next token chosen inside; "
                    f"{kernels} kernels per token"}
+    compiled = gpt2.CompiledPerToken(model, prompt, new)
+    compiled.generate()
+    entries = list(compiled.step._entries.values())
+    kernels = _kernels(entries[0].graph) if entries else None
+    yield {"case": case, "impl": "tensorplay tp.compile per token",
+           "us": min(_timed(compiled.generate, sync) for _ in range(3)) / fed * 1e6,
+           "note": f"fused: {compiled.step.fused_products} products; {kernels} kernels per token"}
     whole = gpt2.WholeGeneration(model, prompt, new)
     whole.generate()
     yield {"case": case, "impl": "tensorplay whole generation in one replay",

@@ -1,4 +1,5 @@
-"""Run the whole test suite under every accelerator configuration CI checks.
+"""Run the whole test suite under every accelerator configuration CI checks, and build the
+documentation once.
 
 The accelerator is chosen once per process at import, so each configuration is its own pytest
 process: host-only (``TENSORPLAY_ACCELERATOR=none``), the simulated accelerator with two devices
@@ -6,11 +7,19 @@ and with one, and, when a GPU is visible, ``cuda``. Each run's output is streame
 writes it. A configuration fails when its pytest run fails, runs no test, or when the accelerator
 it asks for was not the one selected (a ``cuda`` run whose backend did not import would
 otherwise pass host-only); the summary names each failing configuration with its variables.
-Exits non-zero if any failed. Extra arguments are passed to pytest (e.g. ``-x`` or ``-k graph``).
+
+Before the configurations, the documentation site (``docs/``) is built once with
+``sphinx-build -W --keep-going -n``: any warning fails it, a broken cross-reference or a public
+object without a docstring among them (``docs/conf.py``). It does not depend on the accelerator,
+so it is one step of the run, not one per configuration; it needs the ``docs`` extra.
+
+Exits non-zero if any step failed. Extra arguments are passed to pytest (e.g. ``-x`` or ``-k
+graph``); a run given any leaves the documentation build out, as it narrows the run to some tests.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
@@ -26,6 +35,10 @@ CONFIGS = [
 _PROBE = ("import tensorplay as tp; from tensorplay._runtime.select import selection_report; "
           "print(tp.accelerator.device_count()); print(selection_report())")
 _COUNTS = re.compile(r"(\d+) (passed|failed|skipped|errors?|xfailed|xpassed|deselected)")
+#: a fresh build (-E: warnings of unchanged pages are reported again), warnings as errors,
+#: every warning reported before failing (--keep-going), broken references included (-n)
+DOCS_BUILD = ["-m", "sphinx", "-W", "--keep-going", "-n", "-E", "-q", "-b", "html", "docs",
+              os.path.join("docs", "_build", "html")]
 
 
 def _probe(env: dict) -> tuple[int, str]:
@@ -87,15 +100,28 @@ def _run_config(name: str, env: dict, argv: list[str]) -> tuple[dict, str | None
     return counts, None
 
 
+def _build_docs() -> str | None:
+    """Build the documentation site; returns why it failed (None when it passed)."""
+    print(f"\n===== docs: python -m {' '.join(DOCS_BUILD[1:])} =====", flush=True)
+    if importlib.util.find_spec("sphinx") is None:
+        return ('sphinx is not installed: python3 -m pip install -e ".[docs]" (the README\'s '
+                'test command does)')
+    start = time.time()
+    status, _ = _stream([sys.executable, *DOCS_BUILD], dict(os.environ, PYTHONUNBUFFERED="1"))
+    print(f"----- docs: exit {status} in {time.time() - start:.0f} s", flush=True)
+    return None if status == 0 else f"sphinx-build exited {status} (every warning is an error)"
+
+
 def main(argv: list[str]) -> int:
-    """Run every configuration (plus ``cuda`` when a GPU is visible or TENSORPLAY_TEST_CUDA=1);
-    returns 1 if any failed."""
+    """Build the docs (unless pytest arguments narrow the run), then run every configuration
+    (plus ``cuda`` when a GPU is visible or TENSORPLAY_TEST_CUDA=1); returns 1 if any failed."""
     configs = list(CONFIGS)
     if os.environ.get("TENSORPLAY_TEST_CUDA") == "1" or _probe(
             {"TENSORPLAY_ACCELERATOR": "cuda"})[0] > 0:
         configs.append(("cuda", {"TENSORPLAY_ACCELERATOR": "cuda"}))
     totals = {"passed": 0, "failed": 0, "skipped": 0}
     failures = []
+    docs_failure = None if argv else _build_docs()
     for name, env in configs:
         counts, why = _run_config(name, env, argv)
         for key in totals:
@@ -106,7 +132,10 @@ def main(argv: list[str]) -> int:
     print(f"\n{len(configs) - len(failures)} of {len(configs)} configurations passed"
           + ("; failing:\n" + "\n".join(failures) if failures else ""))
     print(f"{totals['passed']} passed, {totals['failed']} failed, {totals['skipped']} skipped")
-    return 1 if failures else 0
+    if not argv:
+        print("docs: " + ("built, no warning" if docs_failure is None else
+                          f"FAILED: {docs_failure}"))
+    return 1 if failures or docs_failure is not None else 0
 
 
 if __name__ == "__main__":

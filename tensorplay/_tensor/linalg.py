@@ -206,7 +206,8 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
     """``beta * input + alpha * (mat1 @ mat2)``; ``input`` broadcasts; ``beta=0`` ignores it
     (NaN in it does not propagate). With ``beta = alpha = 1`` and a 1-D ``input`` of the
     product's width and dtype (a bias), one product with the bias added inside it where the
-    backend fuses it (cuda: cuBLASLt's BIAS epilogue), as :func:`linear`."""
+    backend fuses it (cuda: cuBLASLt's BIAS epilogue), as
+    :func:`tensorplay.nn.functional.linear`."""
     if beta == 1 and alpha == 1 and type(input) is Tensor and type(mat1) is Tensor and \
             type(mat2) is Tensor and input.ndim == 1 and mat1.ndim == 2 and mat2.ndim == 2 \
             and input.shape[0] == mat2.shape[1] and mat1.shape[1] == mat2.shape[0] \

@@ -48,10 +48,12 @@ Pitfalls of a captured step:
 - Which parameters have a gradient is decided on the host, at capture.
 
 Kernels: the update uses tensor ops only, in place where possible, with scalars shared by all
-parameters of a group (each optimizer's docstring gives its count per parameter). Parameters
-are not flattened into one buffer: gradients are made by autograd as separate tensors, so an
-update over one flat buffer would first have to copy every gradient into it, which costs what
-it saves.
+parameters of a group. Where a group's parameters can share flat buffers (one floating dtype,
+one device, each contiguous: ``optim/_flat.py``), the parameters, their gradients and their
+state become views of a few flat tensors (autograd writes each new ``.grad`` into its view), so
+an update is one launch over all of them; otherwise it runs per parameter. Pitfall: a graph
+captured before the optimizer was made reads the parameters' old memory: make optimizers
+before capturing.
 """
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ from .tensor import Tensor
 class _GradMode(threading.local):
     enabled = True
     inference = False
+    #: set by the engine while a backward accumulates into ``.grad``: formulas may then write
+    #: a leaf's gradient in place (``Rule.accumulate``)
+    accumulating = False
 
 
 grad_mode = _GradMode()
@@ -431,15 +434,19 @@ class Rule:
     arguments saying when it does); ``multi``: the formulas take the list of the outputs'
     gradients; ``nondiff``: the results never carry a gradient."""
 
-    __slots__ = ("grads", "saves", "view", "multi", "nondiff")
+    __slots__ = ("grads", "saves", "view", "multi", "nondiff", "accumulate")
 
     def __init__(self, grads: dict, saves=(), view=False, multi: bool = False,
-                 nondiff: bool = False):
+                 nondiff: bool = False, accumulate: dict | None = None):
         self.grads = grads
         self.saves = tuple(saves)
         self.view = view
         self.multi = multi
         self.nondiff = nondiff
+        #: name -> ``fn(ctx, grad, target, overwrite) -> bool``: writes the gradient of that
+        #: argument into a leaf's ``.grad`` buffer ``target`` in place (added, or written with
+        #: ``overwrite``) in one kernel where it can, and says whether it did
+        self.accumulate = accumulate or {}
 
 
 #: op name -> Rule; filled by ``derivatives.py``
@@ -729,10 +736,16 @@ def _apply_rule(node: Node, grads: list) -> list:
             return [None] * len(node.next)
     results: list[Tensor | None] = []
     cache: dict = {}
+    direct = rule.accumulate if grad_mode.accumulating else None
     for (name, index), next_edge, (shape, dtype) in zip(node.input_names, node.next,
                                                         node.input_meta):
         if next_edge is None:
             results.append(None)
+            continue
+        if direct and index is None and name in direct and \
+                type(next_edge[0]) is AccumulateGrad and name not in cache and \
+                _accumulate_directly(direct[name], ctx, grad_in, next_edge[0], shape, dtype):
+            results.append(None)   # written into the leaf's .grad: nothing left to send
             continue
         if name not in cache:
             formula = rule.grads.get(name)
@@ -749,6 +762,28 @@ def _apply_rule(node: Node, grads: list) -> list:
                 value = value.to(dtype)
         results.append(value)
     return results
+
+
+def _accumulate_directly(write: Callable, ctx, grad: Tensor, sink: AccumulateGrad, shape,
+                         dtype) -> bool:
+    """Let ``write`` put a gradient straight into its leaf's ``.grad`` (what ``sink`` would
+    do after a separate kernel): only for a leaf without hooks whose ``.grad`` exists (added
+    to) or whose optimizer gave it a buffer (written), of the argument's shape and dtype and
+    contiguous; returns whether ``write`` did it."""
+    m = sink.leaf._ag
+    if m is None or m.hooks or sink.pre_hooks:
+        return False
+    target, overwrite = m.grad, False
+    if target is None:
+        target, overwrite = m.grad_home, True
+    if target is None or target._dtype is not dtype or tuple(target.shape) != tuple(shape) or \
+            not target.is_contiguous():
+        return False
+    if not write(ctx, grad, target, overwrite):
+        return False
+    if overwrite:
+        m.grad = target
+    return True
 
 
 def _not_implemented(node: Node, grads: list) -> list:
@@ -805,6 +840,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, inputs=None,
     order = _topological(roots)
     previous = grad_mode.enabled
     grad_mode.enabled = False
+    grad_mode.accumulating = accumulate and not wanted
     try:
         for node in order:
             grads = buffers.pop(id(node), None)
@@ -840,6 +876,7 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, inputs=None,
                 pending[nr] = grad if pending[nr] is None else pending[nr] + grad
     finally:
         grad_mode.enabled = previous
+        grad_mode.accumulating = False
     if inputs is None:
         return None
     results = []

@@ -422,18 +422,30 @@ def _second(c):
     raise AttributeError("matmul: no second operand")
 
 
+def _accumulate_grad_b(a: Tensor, b: Tensor, g: Tensor, target: Tensor, overwrite: bool,
+                       alpha=1) -> bool:
+    """``target += a.mT @ g`` (``overwrite``: ``=``) in one product, for 2-D operands."""
+    if a.ndim != 2 or b.ndim != 2 or g.ndim != 2 or alpha != 1:
+        return False
+    return _linalg.accumulate_product_(target, a.mT, g, overwrite)
+
+
 rule("matmul mm bmm dot inner", {
     "self": lambda c, g: _matmul_grad_a(c.self, _second(c), g),
     "other": lambda c, g: _matmul_grad_b(c.self, c.other, g),
     "mat2": lambda c, g: _matmul_grad_b(c.self, c.mat2, g),
     "vec2": lambda c, g: _matmul_grad_b(c.self, c.vec2, g)},
-    saves=("self", "other", "mat2", "vec2"))
+    saves=("self", "other", "mat2", "vec2"),
+    accumulate={"other": lambda c, g, t, o: _accumulate_grad_b(c.self, c.other, g, t, o),
+                "mat2": lambda c, g, t, o: _accumulate_grad_b(c.self, c.mat2, g, t, o)})
 rule("outer ger", {"self": lambda c, g: _linalg.matmul(g, c.vec2),
                    "vec2": lambda c, g: _linalg.matmul(g.mT, c.self)}, saves=("self", "vec2"))
 rule("addmm", {"self": lambda c, g: g * c.get("beta", 1),
                "mat1": lambda c, g: _linalg.matmul(g, c.mat2.mT) * c.get("alpha", 1),
                "mat2": lambda c, g: _linalg.matmul(c.mat1.mT, g) * c.get("alpha", 1)},
-     saves=("mat1", "mat2"))
+     saves=("mat1", "mat2"),
+     accumulate={"mat2": lambda c, g, t, o: _accumulate_grad_b(c.mat1, c.mat2, g, t, o,
+                                                               c.get("alpha", 1))})
 
 
 def _linear_weight(c, g):

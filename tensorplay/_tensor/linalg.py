@@ -339,6 +339,27 @@ def fused_matmul_residual(a: Tensor, b: Tensor, bias: Tensor | None, residual: T
     return Tensor._make(out, product.device, product.dtype)
 
 
+def accumulate_product_(target: Tensor, a: Tensor, b: Tensor, overwrite: bool = False) -> bool:
+    """``target += a @ b`` (``overwrite``: ``target[...] = a @ b``) in ONE product where the
+    backend adds into its output (``matmul_residual``: cuBLASLt's C input, beta = 1), for 2-D
+    operands of ``target``'s dtype and device and a C-contiguous ``target`` of the product's
+    shape; returns False, touching nothing, otherwise (the caller then runs the ops). The
+    autograd engine writes weight gradients into ``.grad`` with it. Records nothing."""
+    hook = _dispatch.accelerator_hook("matmul_residual")
+    device = target._device
+    if hook is None or device.type == "cpu" or a.ndim != 2 or b.ndim != 2 or \
+            a._dtype is not target._dtype or b._dtype is not target._dtype or \
+            target._dtype not in _EPILOGUE_DTYPES or a._device != device or \
+            b._device != device or tuple(target.shape) != (a.shape[0], b.shape[1]) or \
+            a.shape[1] != b.shape[0] or a.shape[1] == 0:
+        return False
+    out = target._data
+    kernel = functools.partial(hook, a._data, b._data, out, None, None if overwrite else out,
+                               _precision)
+    _dispatch.launch(device, _dispatch.named("matmul+accumulate", kernel, shape=target.shape))
+    return True
+
+
 def _plan_fused(op: str, a: Tensor, b: Tensor, bias: Tensor | None,
                 activation: str | None) -> _FusedPlan:
     if activation not in ACTIVATIONS:

@@ -361,3 +361,44 @@ def test_backward_captured_accumulates_into_existing_grads(dev):
         graph.replay()
         np.testing.assert_allclose(to_numpy(w.grad), 2 * np.array([1.0, 2.0]) * values)
     assert w.grad is grad
+
+
+def test_weight_gradients_written_straight_into_grad_match(monkeypatch):
+    """Where the backend adds into a product's output (cuda), a weight's gradient goes straight
+    into ``.grad`` (added, or written into an optimizer's buffer) without a separate kernel:
+    the gradients are the same as through AccumulateGrad. Here a stand-in of that hook on sim
+    (or the host) drives the engine's path."""
+    import numpy as np
+    from tensorplay._runtime import dispatch as _dispatch
+    calls = []
+
+    def matmul_residual(a, b, out, bias, residual, precision="highest"):
+        calls.append(residual is None)
+        product = np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+        out[...] = product + (0 if residual is None else residual)
+
+    real = _dispatch.accelerator_hook
+    monkeypatch.setattr(_dispatch, "accelerator_hook",
+                        lambda name: matmul_residual if name == "matmul_residual" else real(name))
+    device = tp.accelerator.current_accelerator() or tp.device("cpu")
+    if device.type == "cpu":
+        pytest.skip("the direct path is for accelerators")
+    rng = np.random.default_rng(0)
+    x = tp.tensor(rng.standard_normal((5, 4)), dtype=tp.float32, device=device)
+    w = tp.tensor(rng.standard_normal((4, 3)), dtype=tp.float32, device=device,
+                  requires_grad=True)
+    b = tp.tensor(rng.standard_normal(3), dtype=tp.float32, device=device, requires_grad=True)
+    reference = (x.cpu().numpy().T @ np.ones((5, 3))).astype(np.float32)
+
+    def step():
+        (tp.addmm(b, x, w).sum() + (x @ w).sum()).backward()
+    step()                                   # .grad made: the path adds into it from now on
+    assert w.grad is not None
+    step()
+    np.testing.assert_allclose(w.grad.cpu().numpy(), 4 * reference, rtol=1e-5)
+    assert calls.count(False) == 2           # the second step: both products added in place
+    w.grad.zero_()
+    w.register_hook(lambda g: g * 2)         # a hook: the gradient goes through it as before
+    step()
+    np.testing.assert_allclose(w.grad.cpu().numpy(), 4 * reference, rtol=1e-5)
+    assert calls.count(False) == 2

@@ -764,7 +764,7 @@ def _apply_rule(node: Node, grads: list) -> list:
     return results
 
 
-def _accumulate_directly(write: Callable, ctx, grad: Tensor, sink: AccumulateGrad, shape,
+def _accumulate_directly(write: Callable, ctx, grad, sink: AccumulateGrad, shape,
                          dtype) -> bool:
     """Let ``write`` put a gradient straight into its leaf's ``.grad`` (what ``sink`` would
     do after a separate kernel): only for a leaf without hooks whose ``.grad`` exists (added

@@ -213,10 +213,11 @@ class Recorder:
         side = 1 - add.sources.index(j - 1)
         other = add.operands[side]
         other = other() if type(other) is weakref.ref else other
+        source = add.sources[side]
         if type(other) is Tensor:
             shape, dtype = tuple(other.shape), other._dtype
-        elif add.sources[side] is not None:   # an earlier op's result, dead since: its record
-            shape, dtype = tuple(ops[add.sources[side]].shape), ops[add.sources[side]].dtype
+        elif source is not None:   # an earlier op's result, dead since: its record
+            shape, dtype = tuple(ops[source].shape), ops[source].dtype
         else:
             return None
         return side if dtype is add.dtype and shape == tuple(add.shape) else None

@@ -3,8 +3,10 @@ documentation once.
 
 The accelerator is chosen once per process at import, so each configuration is its own pytest
 process: host-only (``TENSORPLAY_ACCELERATOR=none``), the simulated accelerator with two devices
-and with one, and, when a GPU is visible, ``cuda``. Each run's output is streamed as pytest
-writes it. A configuration fails when its pytest run fails, runs no test, or when the accelerator
+and with one, and, when a GPU is visible, ``cuda``. The steps run side by side, as many at a
+time as the machine has cores (``TENSORPLAY_SUITE_JOBS`` sets it; 1 streams one step after the
+other as pytest writes): each step's output is printed whole when it ends, in order. A
+configuration fails when its pytest run fails, runs no test, or when the accelerator
 it asks for was not the one selected (a ``cuda`` run whose backend did not import would
 otherwise pass host-only); the summary names each failing configuration with its variables.
 
@@ -19,6 +21,7 @@ graph``); a run given any leaves the documentation build out, as it narrows the 
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import os
 import re
@@ -52,6 +55,23 @@ def _probe(env: dict) -> tuple[int, str]:
     return int(count), report
 
 
+def _jobs() -> int:
+    """How many steps run at once: ``TENSORPLAY_SUITE_JOBS``, else the cores (at least 1)."""
+    given = os.environ.get("TENSORPLAY_SUITE_JOBS")
+    if given:
+        return max(1, int(given))
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+               else os.cpu_count() or 1)
+
+
+def _captured(command: list[str], env: dict) -> tuple[int, str, bytes]:
+    """Run ``command`` with its output (stdout and stderr, interleaved) kept; returns its exit
+    status, the last 4 KiB of output (for the summary line) and the whole output."""
+    result = subprocess.run(command, env=env, cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, check=False)
+    return result.returncode, result.stdout[-4096:].decode(errors="replace"), result.stdout
+
+
 def _stream(command: list[str], env: dict) -> tuple[int, str]:
     """Run ``command``, copying its output (stdout and stderr, interleaved) to our stdout as it
     comes; returns its exit status and the last 4 KiB of output, for the summary line."""
@@ -79,37 +99,55 @@ def _counts(output: str) -> dict[str, int]:
     return counts
 
 
-def _run_config(name: str, env: dict, argv: list[str]) -> tuple[dict, str | None]:
-    """Run one configuration; returns its counts and why it failed (None when it passed)."""
+def _run_config(name: str, env: dict, argv: list[str], stream: bool = True
+                ) -> tuple[dict, str | None, str]:
+    """Run one configuration; returns its counts, why it failed (None when it passed) and its
+    output when it was not streamed (``stream=False``: printed by the caller, whole)."""
     variables = " ".join(f"{k}={v}" for k, v in env.items())
     count, report = _probe(env)
-    print(f"\n===== {name}: {variables} (accelerator: {report}) =====", flush=True)
+    header = f"\n===== {name}: {variables} (accelerator: {report}) ====="
     wanted = env["TENSORPLAY_ACCELERATOR"]
     if wanted != "none" and (not report.startswith(wanted) or count == 0):
-        return {}, f"asked for {wanted} but got: {report}, {count} device(s); no test was run"
+        return {}, f"asked for {wanted} but got: {report}, {count} device(s); no test was " \
+                   f"run", header
     start = time.time()
-    status, tail = _stream([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                            *argv], dict(os.environ, PYTHONUNBUFFERED="1", **env))
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *argv]
+    child_env = dict(os.environ, PYTHONUNBUFFERED="1", **env)
+    if stream:
+        print(header, flush=True)
+        status, tail = _stream(command, child_env)
+        output = ""
+    else:
+        status, tail, whole = _captured(command, child_env)
+        output = header + "\n" + whole.decode(errors="replace")
     counts = _counts(tail)
-    print(f"----- {name}: exit {status} in {time.time() - start:.0f} s", flush=True)
+    footer = f"----- {name}: exit {status} in {time.time() - start:.0f} s"
+    if stream:
+        print(footer, flush=True)
+    else:
+        output += footer
     if status != 0:
         found = ", ".join(f"{v} {k}" for k, v in counts.items()) or "no summary line"
-        return counts, f"pytest exited {status} ({found})"
+        return counts, f"pytest exited {status} ({found})", output
     if not counts.get("passed"):
-        return counts, "no test passed"
-    return counts, None
+        return counts, "no test passed", output
+    return counts, None, output
 
 
-def _build_docs() -> str | None:
-    """Build the documentation site; returns why it failed (None when it passed)."""
-    print(f"\n===== docs: python -m {' '.join(DOCS_BUILD[1:])} =====", flush=True)
+def _build_docs() -> tuple[str | None, str]:
+    """Build the documentation site; returns why it failed (None when it passed) and its
+    output."""
+    header = f"\n===== docs: python -m {' '.join(DOCS_BUILD[1:])} ====="
     if importlib.util.find_spec("sphinx") is None:
         return ('sphinx is not installed: python3 -m pip install -e ".[docs]" (the README\'s '
-                'test command does)')
+                'test command does)'), header
     start = time.time()
-    status, _ = _stream([sys.executable, *DOCS_BUILD], dict(os.environ, PYTHONUNBUFFERED="1"))
-    print(f"----- docs: exit {status} in {time.time() - start:.0f} s", flush=True)
-    return None if status == 0 else f"sphinx-build exited {status} (every warning is an error)"
+    status, _, whole = _captured([sys.executable, *DOCS_BUILD],
+                                 dict(os.environ, PYTHONUNBUFFERED="1"))
+    output = (header + "\n" + whole.decode(errors="replace")
+              + f"----- docs: exit {status} in {time.time() - start:.0f} s")
+    return (None if status == 0 else
+            f"sphinx-build exited {status} (every warning is an error)"), output
 
 
 def main(argv: list[str]) -> int:
@@ -121,9 +159,25 @@ def main(argv: list[str]) -> int:
         configs.append(("cuda", {"TENSORPLAY_ACCELERATOR": "cuda"}))
     totals = {"passed": 0, "failed": 0, "skipped": 0}
     failures = []
-    docs_failure = None if argv else _build_docs()
-    for name, env in configs:
-        counts, why = _run_config(name, env, argv)
+    jobs = _jobs()
+    docs_failure = None
+    if jobs == 1:
+        if not argv:
+            docs_failure, output = _build_docs()
+            print(output, flush=True)
+        results = [_run_config(name, env, argv) for name, env in configs]
+    else:   # side by side: each step's output printed whole when it ends, in order
+        with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+            docs = None if argv else pool.submit(_build_docs)
+            runs = [pool.submit(_run_config, name, env, argv, False) for name, env in configs]
+            if docs is not None:
+                docs_failure, output = docs.result()
+                print(output, flush=True)
+            results = []
+            for run in runs:
+                results.append(run.result())
+                print(results[-1][2], flush=True)
+    for (name, env), (counts, why, _) in zip(configs, results):
         for key in totals:
             totals[key] += counts.get(key, 0)
         totals["failed"] += counts.get("errors", 0)

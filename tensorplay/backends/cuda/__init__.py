@@ -614,6 +614,9 @@ class CudaBackend:
         if mask is not None and mask.dtype != np.bool_ and mask.dtype != dtype and \
                 mask.dtype != np.float32:
             return False
+        if min(q.strides + k.strides + v.strides + (mask.strides if mask is not None else ())
+               + (0,)) < 0:
+            return False   # the kernel takes its strides unsigned
         _rows.attention(q, k, v, mask, out, scale, causal)
         return True
 

@@ -201,11 +201,13 @@ def index_copy(dst: Any, axis: int, idx: Any, src: Any) -> bool:
     """``dst``'s slices ``idx`` (contiguous int64, 1-D) along ``axis`` replaced by ``src``'s
     in ONE kernel of any strides (up to six dimensions); an index out of range writes nothing
     (:func:`check`, queued by the op before, reports it). False, touching nothing, for what it
-    does not take (more dimensions, another index dtype or layout, a 0-d ``dst``)."""
+    does not take (more dimensions, another index dtype or layout, a 0-d ``dst``, 16-byte
+    elements, negative strides)."""
     ndim = dst.ndim
     if not 0 < ndim <= _MAX_DIMS or idx.dtype != np.int64 or idx.ndim != 1 or \
-            not idx.flags.c_contiguous or src.ndim != ndim or src.dtype != dst.dtype:
-        return False
+            not idx.flags.c_contiguous or src.ndim != ndim or src.dtype != dst.dtype or \
+            dst.itemsize not in _WORD_TYPES or any(s < 0 for s in dst.strides + src.strides):
+        return False   # (complex128 is 16 bytes: no word type; negative strides: numpy views)
     total = src.size
     if total == 0:
         return True

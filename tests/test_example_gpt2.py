@@ -160,3 +160,18 @@ def test_a_prompt_longer_than_the_cache_raises_before_any_capture(device, weight
         gpt2.Generation(model, list(range(40)), 9)
     with pytest.raises(ValueError, match="at least one token"):
         gpt2.Generation(model, [], 3)
+
+
+@requires_accelerator
+def test_an_eager_decode_step_waits_for_the_device_only_at_item(dev, weights, monkeypatch):
+    """Every op of the decode step is queued: the host waits for the device only when it reads
+    the chosen token (on cuda the index bounds are checked on the device, read at that sync)."""
+    from support import count_device_waits
+    model = model_on(dev, weights)
+    token, pos = tp.tensor([5], device=dev), tp.tensor([3], device=dev)
+    model.step(token, pos).argmax(-1)   # warm: plans, kernels and the allocator
+    calls = count_device_waits(monkeypatch)
+    chosen = model.step(token, pos).argmax(-1)
+    assert calls == []
+    chosen.item()
+    assert calls == ["to_host"]

@@ -26,7 +26,9 @@ SIZE = 64
 CALLS = 2000
 REPEATS = 5
 WARMUP = 20
-SHAPES = f"a, b, w: ({SIZE}, {SIZE}) float32; m: ({SIZE}, {SIZE}) bool"
+SHAPES = (f"a, b, w: ({SIZE}, {SIZE}) float32; m: ({SIZE}, {SIZE}) bool; the decode step's "
+          f"ops: v ({SIZE},) float32, i ([3]) int64, s (1, {SIZE}) float32, q (1, 4, 1, 16) "
+          f"and k (1, 4, {SIZE}, 16) float32, mask (1, 1, 1, {SIZE}) bool")
 PEERS = ("cupy", "torch", "numpy")
 LABELS = {"tensorplay": "tensorplay", "cupy": "CuPy", "torch": "torch", "numpy": "NumPy"}
 
@@ -35,7 +37,38 @@ def _arrays() -> dict:
     rng = np.random.default_rng(0)
     a = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
     return {"a": a, "b": rng.standard_normal((SIZE, SIZE), dtype=np.float32), "m": a > 0,
-            "w": rng.standard_normal((SIZE, SIZE), dtype=np.float32) * np.float32(SIZE ** -0.5)}
+            "w": rng.standard_normal((SIZE, SIZE), dtype=np.float32) * np.float32(SIZE ** -0.5),
+            "v": rng.standard_normal(SIZE, dtype=np.float32),
+            "i": np.array([3], dtype=np.int64),
+            "s": rng.standard_normal((1, SIZE), dtype=np.float32),
+            "q": rng.standard_normal((1, 4, 1, 16), dtype=np.float32),
+            "k": rng.standard_normal((1, 4, SIZE, 16), dtype=np.float32),
+            "mask": (np.arange(SIZE) < SIZE // 2).reshape(1, 1, 1, SIZE)}
+
+
+#: the ops of a transformer decode step (``examples/gpt2.py``), on the table's small operands
+DECODE_OPS = ("layer_norm(a)", "a.softmax(-1)", "a.masked_fill(m, 0)", "addmm(v, a, w)",
+              "c.index_copy_(0, i, s)", "a.index_select(0, i)", "a.argmax(-1)",
+              "sdpa(q, k, k, mask)")
+
+
+def decode_ops(module, functional, tensor, device) -> dict:
+    """The decode step's ops in tensorplay or torch (the same code: PyTorch's names), over
+    ``tensor(array)``-made operands on ``device``."""
+    arrays = _arrays()
+    a, m, w, v, i, s, q, k, mask = (tensor(arrays[key]) for key in
+                                    ("a", "m", "w", "v", "i", "s", "q", "k", "mask"))
+    c = tensor(arrays["a"].copy())
+    ones, zeros = tensor(np.ones(SIZE, np.float32)), tensor(np.zeros(SIZE, np.float32))
+    return {"layer_norm(a)": lambda: functional.layer_norm(a, (SIZE,), ones, zeros),
+            "a.softmax(-1)": lambda: a.softmax(-1),
+            "a.masked_fill(m, 0)": lambda: a.masked_fill(m, 0.0),
+            "addmm(v, a, w)": lambda: module.addmm(v, a, w),
+            "c.index_copy_(0, i, s)": lambda: c.index_copy_(0, i, s),
+            "a.index_select(0, i)": lambda: a.index_select(0, i),
+            "a.argmax(-1)": lambda: a.argmax(-1),
+            "sdpa(q, k, k, mask)": lambda: functional.scaled_dot_product_attention(
+                q, k, k, attn_mask=mask)}
 
 
 def _tp_gelu():
@@ -47,9 +80,13 @@ def _tp_gelu():
 def _tensorplay_ops(device: str, arrays: dict) -> dict:
     a, b, m, w, acc = (tp.tensor(arrays[k], device=device) for k in ("a", "b", "m", "w", "a"))
     gelu = _tp_gelu()
-    return {"a + b": lambda: a + b, "a.exp()": a.exp, "a.add_(1)": lambda: acc.add_(1),
-            "a.sum()": a.sum, "tp.where(m, a, b)": lambda: tp.where(m, a, b),
-            "gelu(a)": lambda: gelu(a), "a @ w": lambda: a @ w}
+    ops = {"a + b": lambda: a + b, "a.exp()": a.exp, "a.add_(1)": lambda: acc.add_(1),
+           "a.sum()": a.sum, "tp.where(m, a, b)": lambda: tp.where(m, a, b),
+           "gelu(a)": lambda: gelu(a), "a @ w": lambda: a @ w}
+    functional = getattr(getattr(tp, "nn", None), "functional", None)
+    if functional is not None and hasattr(functional, "scaled_dot_product_attention"):
+        ops.update(decode_ops(tp, functional, lambda x: tp.tensor(x, device=device), device))
+    return ops
 
 
 def _ratio(ours: float | None, theirs: float | None) -> float | None:

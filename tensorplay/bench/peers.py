@@ -194,15 +194,23 @@ def eager_op_peers(arrays: dict):
     cupy = _module("cupy") if _gpu() else None
     if cupy is not None:
         ops = _array_ops(cupy, _cupy_gelu(cupy), *(cupy.asarray(arrays[k]) for k in names))
+        # of the decode step's ops CuPy has these (layer_norm, softmax, masked_fill, addmm,
+        # index_copy_ and attention it has not: those compare with torch)
+        a2, i2 = cupy.asarray(arrays["a"]), cupy.asarray(arrays["i"])
+        ops["a.index_select(0, i)"] = lambda: cupy.take(a2, i2, axis=0)
+        ops["a.argmax(-1)"] = lambda: a2.argmax(-1)
         yield ("cupy", ops, cupy.cuda.Device().synchronize,
                {"gelu(a)": "cupy.ElementwiseKernel: 0.5 x (1 + erff(x / sqrt 2))",
-                "a.add_(1)": "a += 1"})
+                "a.add_(1)": "a += 1", "a.index_select(0, i)": "cupy.take(a, i, axis=0)"})
     torch = _torch_cuda()
     if torch is not None:
         a, b, m, w, acc = (torch.from_numpy(arrays[k].copy()).to("cuda") for k in names)
         ops = _array_ops(torch, torch.nn.functional.gelu, a, b, m, w, acc)
         ops["a.exp()"] = a.exp
         ops["a.add_(1)"] = lambda: acc.add_(1)
+        from .eager import decode_ops   # the decode step's ops: torch spells them as we do
+        ops.update(decode_ops(torch, torch.nn.functional,
+                              lambda x: torch.from_numpy(x.copy()).to("cuda"), "cuda"))
         yield ("torch", ops, torch.cuda.synchronize, {"gelu(a)": "torch.nn.functional.gelu"})
     ops = _array_ops(np, _numpy_gelu(), *(arrays[k].copy() for k in names))
     yield ("numpy", ops, lambda: None,

@@ -32,6 +32,14 @@ if [ -z "${TP_WITHOUT_NVMATH:-}" ] && ls .whl/nvmath_python-*cp312*.whl >/dev/nu
     --target /tmp/tp_site .whl/nvmath_python-*cp312*.whl > "$OUT/pip_nvmath.log" 2>&1 \
     && export PYTHONPATH="$PYTHONPATH:/tmp/tp_site" || echo "nvmath-python install failed"
 fi
+# given_tests LOG: the tests named in TP_TESTS (if any) into $OUT/LOG, their failures printed
+given_tests() {
+  [ -n "${TP_TESTS:-}" ] || return 0
+  timeout 200 python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=100 $TP_TESTS \
+    > "$OUT/$1" 2>&1
+  grep -E "^(FAILED|ERROR)|^E   " "$OUT/$1" | cut -c1-220 | head -30
+  tail -1 "$OUT/$1"
+}
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/info.txt"
 python3 -m tensorplay info 2>&1 | tee -a "$OUT/info.txt"
 if [ "$what" = skinny ]; then
@@ -178,12 +186,7 @@ fi
 if [ "$what" = profile ]; then
   # where the eager training step's and the eager GPT-2 decode step's host time goes (after
   # the given tests, if any: TP_TESTS)
-  if [ -n "${TP_TESTS:-}" ]; then
-    timeout 200 python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=100 $TP_TESTS \
-      > "$OUT/profile_tests_cuda.log" 2>&1
-    grep -E "^(FAILED|ERROR)|^E   " "$OUT/profile_tests_cuda.log" | cut -c1-220 | head -30
-    tail -1 "$OUT/profile_tests_cuda.log"
-  fi
+  given_tests profile_tests_cuda.log
   timeout 90 python3 benchmarks/profile_training_step.py 8 > "$OUT/profile_training_step.txt" 2>&1
   head -45 "$OUT/profile_training_step.txt" | cut -c1-160
   timeout 200 python3 benchmarks/profile_gpt2_decode.py > "$OUT/profile_gpt2_decode.txt" 2>&1
@@ -191,12 +194,7 @@ if [ "$what" = profile ]; then
 fi
 if [ "$what" = rows ]; then
   # the given tests (TP_TESTS), then the bench's given cases (TP_CASES) in one run
-  if [ -n "${TP_TESTS:-}" ]; then
-    timeout 200 python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=100 $TP_TESTS \
-      > "$OUT/rows_tests_cuda.log" 2>&1
-    grep -E "^(FAILED|ERROR)|^E   " "$OUT/rows_tests_cuda.log" | cut -c1-220 | head -30
-    tail -1 "$OUT/rows_tests_cuda.log"
-  fi
+  given_tests rows_tests_cuda.log
   timeout ${TP_BENCH_TIMEOUT:-300} python3 -m tensorplay bench --cases "${TP_CASES:-training,decode}" \
     --json "$OUT/bench_rows.json" 2>"$OUT/bench_stderr.log" | tee "$OUT/bench_rows.txt"
   tail -5 "$OUT/bench_stderr.log"

@@ -10,8 +10,8 @@ no public name documents. The reference pages list every public name;
 
 from __future__ import annotations
 
-import importlib
 import os
+import pkgutil
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -99,19 +99,10 @@ def _public_bases(app, name, obj, options, bases):
 
 def _lookup(path: str):
     """The object a dotted path names (a module, then attributes), or None."""
-    parts = path.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        try:
-            for part in parts[cut:]:
-                obj = getattr(obj, part)
-        except AttributeError:
-            return None
-        return obj
-    return None
+    try:
+        return pkgutil.resolve_name(path)
+    except (ImportError, AttributeError, ValueError):
+        return None
 
 
 def _public_name(env, obj):

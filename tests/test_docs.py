@@ -39,16 +39,11 @@ _ALL_MEMBERS = re.compile(r"^\.\. automodule:: *(\S+)\n(?:   :[\w-]+:.*\n)*   :m
 
 
 def _lookup(path: str):
-    parts = path.split(".")
-    for cut in range(len(parts), 0, -1):
-        try:
-            obj = importlib.import_module(".".join(parts[:cut]))
-        except ImportError:
-            continue
-        for part in parts[cut:]:
-            obj = getattr(obj, part, None)
-        return obj
-    return None
+    """The object a dotted path names, or None."""
+    try:
+        return pkgutil.resolve_name(path)
+    except (ImportError, AttributeError, ValueError):
+        return None
 
 
 def _public_names(module_name: str) -> list[str]:

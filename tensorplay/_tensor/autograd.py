@@ -486,10 +486,10 @@ class Context:
         return value
 
     def get(self, name: str, default=None):
-        try:
-            value = getattr(self, name)
-        except AttributeError:
-            return default
+        key = self._first if name == "self" else name
+        if key not in self._saved and key not in self._arguments:
+            return default   # an argument the call left out (no exception raised and caught)
+        value = getattr(self, name)
         return default if value is None else value
 
 

@@ -397,16 +397,22 @@ def _matmul_operands(a: Tensor, b: Tensor, g: Tensor):
     return a2, b2, g2
 
 
+def _transposed(x: Tensor) -> Tensor:
+    """A 2-D tensor's transpose as a plain alias (the formulas run outside autograd, so no
+    view bookkeeping: one frame instead of transpose's checks)."""
+    return Tensor._make(x._data.T, x._device, x._dtype)
+
+
 def _matmul_grad_a(a: Tensor, b: Tensor, g: Tensor) -> Tensor:
     if a.ndim == 2 and b.ndim == 2:   # the common case, without the reshapes
-        return _linalg.matmul(g, b.mT)
+        return _linalg.matmul(g, _transposed(b))
     a2, b2, g2 = _matmul_operands(a, b, g)
     return sum_to(_linalg.matmul(g2, b2.mT), a2.shape).reshape(a.shape)
 
 
 def _matmul_grad_b(a: Tensor, b: Tensor, g: Tensor) -> Tensor:
     if a.ndim == 2 and b.ndim == 2:
-        return _linalg.matmul(a.mT, g)
+        return _linalg.matmul(_transposed(a), g)
     a2, b2, g2 = _matmul_operands(a, b, g)
     if a2.ndim > 2 and b2.ndim == 2:   # a batch against one matrix: one product, not a sum
         flat_a = a2.reshape(-1, a2.shape[-1])
@@ -427,7 +433,7 @@ def _accumulate_grad_b(a: Tensor, b: Tensor, g: Tensor, target: Tensor, overwrit
     """``target += a.mT @ g`` (``overwrite``: ``=``) in one product, for 2-D operands."""
     if a.ndim != 2 or b.ndim != 2 or g.ndim != 2 or alpha != 1:
         return False
-    return _linalg.accumulate_product_(target, a.mT, g, overwrite)
+    return _linalg.accumulate_product_(target, _transposed(a), g, overwrite)
 
 
 rule("matmul mm bmm dot inner", {
@@ -440,9 +446,11 @@ rule("matmul mm bmm dot inner", {
                 "mat2": lambda c, g, t, o: _accumulate_grad_b(c.self, c.mat2, g, t, o)})
 rule("outer ger", {"self": lambda c, g: _linalg.matmul(g, c.vec2),
                    "vec2": lambda c, g: _linalg.matmul(g.mT, c.self)}, saves=("self", "vec2"))
-rule("addmm", {"self": lambda c, g: g * c.get("beta", 1),
-               "mat1": lambda c, g: _linalg.matmul(g, c.mat2.mT) * c.get("alpha", 1),
-               "mat2": lambda c, g: _linalg.matmul(c.mat1.mT, g) * c.get("alpha", 1)},
+rule("addmm", {"self": lambda c, g: _scaled(g, c.get("beta", 1)),
+               "mat1": lambda c, g: _scaled(_linalg.matmul(g, _transposed(c.mat2)),
+                                            c.get("alpha", 1)),
+               "mat2": lambda c, g: _scaled(_linalg.matmul(_transposed(c.mat1), g),
+                                            c.get("alpha", 1))},
      saves=("mat1", "mat2"),
      accumulate={"mat2": lambda c, g, t, o: _accumulate_grad_b(c.mat1, c.mat2, g, t, o,
                                                                c.get("alpha", 1))})

@@ -52,25 +52,6 @@ DECODE_OPS = ("layer_norm(a)", "a.softmax(-1)", "a.masked_fill(m, 0)", "addmm(v,
               "sdpa(q, k, k, mask)")
 
 
-def decode_ops(module, functional, tensor, device) -> dict:
-    """The decode step's ops in tensorplay or torch (the same code: PyTorch's names), over
-    ``tensor(array)``-made operands on ``device``."""
-    arrays = _arrays()
-    a, m, w, v, i, s, q, k, mask = (tensor(arrays[key]) for key in
-                                    ("a", "m", "w", "v", "i", "s", "q", "k", "mask"))
-    c = tensor(arrays["a"].copy())
-    ones, zeros = tensor(np.ones(SIZE, np.float32)), tensor(np.zeros(SIZE, np.float32))
-    return {"layer_norm(a)": lambda: functional.layer_norm(a, (SIZE,), ones, zeros),
-            "a.softmax(-1)": lambda: a.softmax(-1),
-            "a.masked_fill(m, 0)": lambda: a.masked_fill(m, 0.0),
-            "addmm(v, a, w)": lambda: module.addmm(v, a, w),
-            "c.index_copy_(0, i, s)": lambda: c.index_copy_(0, i, s),
-            "a.index_select(0, i)": lambda: a.index_select(0, i),
-            "a.argmax(-1)": lambda: a.argmax(-1),
-            "sdpa(q, k, k, mask)": lambda: functional.scaled_dot_product_attention(
-                q, k, k, attn_mask=mask)}
-
-
 def _tp_gelu():
     """``tp.nn.functional.gelu`` where the package has it, else ``tp.gelu``."""
     functional = getattr(getattr(tp, "nn", None), "functional", None)
@@ -85,7 +66,8 @@ def _tensorplay_ops(device: str, arrays: dict) -> dict:
            "gelu(a)": lambda: gelu(a), "a @ w": lambda: a @ w}
     functional = getattr(getattr(tp, "nn", None), "functional", None)
     if functional is not None and hasattr(functional, "scaled_dot_product_attention"):
-        ops.update(decode_ops(tp, functional, lambda x: tp.tensor(x, device=device), device))
+        ops.update(peers.decode_ops(tp, functional, lambda x: tp.tensor(x, device=device),
+                                    arrays))
     return ops
 
 

@@ -185,6 +185,25 @@ def _array_ops(xp, gelu, a, b, m, w, acc) -> dict:
             "gelu(a)": (lambda: gelu(a)) if gelu is not None else None, "a @ w": lambda: a @ w}
 
 
+def decode_ops(module, functional, tensor, arrays: dict) -> dict:
+    """The eager table's decode-step ops (``eager.DECODE_OPS``) in tensorplay or torch (the same
+    code: PyTorch's names), over operands ``tensor(array)`` makes from the table's ``arrays``."""
+    a, m, w, v, i, s, q, k, mask = (tensor(arrays[key]) for key in
+                                    ("a", "m", "w", "v", "i", "s", "q", "k", "mask"))
+    c = tensor(arrays["a"].copy())
+    size = arrays["a"].shape[1]
+    ones, zeros = tensor(np.ones(size, np.float32)), tensor(np.zeros(size, np.float32))
+    return {"layer_norm(a)": lambda: functional.layer_norm(a, (size,), ones, zeros),
+            "a.softmax(-1)": lambda: a.softmax(-1),
+            "a.masked_fill(m, 0)": lambda: a.masked_fill(m, 0.0),
+            "addmm(v, a, w)": lambda: module.addmm(v, a, w),
+            "c.index_copy_(0, i, s)": lambda: c.index_copy_(0, i, s),
+            "a.index_select(0, i)": lambda: a.index_select(0, i),
+            "a.argmax(-1)": lambda: a.argmax(-1),
+            "sdpa(q, k, k, mask)": lambda: functional.scaled_dot_product_attention(
+                q, k, k, attn_mask=mask)}
+
+
 def eager_op_peers(arrays: dict):
     """``(name, ops, sync, notes)`` per peer for the eager table, built from the NumPy
     ``arrays`` (``a b m w``): ``ops`` maps each op of the table to a zero-argument call (None
@@ -208,9 +227,9 @@ def eager_op_peers(arrays: dict):
         ops = _array_ops(torch, torch.nn.functional.gelu, a, b, m, w, acc)
         ops["a.exp()"] = a.exp
         ops["a.add_(1)"] = lambda: acc.add_(1)
-        from .eager import decode_ops   # the decode step's ops: torch spells them as we do
+        # the decode step's ops: torch spells them as tensorplay does
         ops.update(decode_ops(torch, torch.nn.functional,
-                              lambda x: torch.from_numpy(x.copy()).to("cuda"), "cuda"))
+                              lambda x: torch.from_numpy(x.copy()).to("cuda"), arrays))
         yield ("torch", ops, torch.cuda.synchronize, {"gelu(a)": "torch.nn.functional.gelu"})
     ops = _array_ops(np, _numpy_gelu(), *(arrays[k].copy() for k in names))
     yield ("numpy", ops, lambda: None,

@@ -8,7 +8,7 @@ each step (as torch eager), one captured step replayed per token, and the whole 
 one replay (the token loop a captured ``while_loop``). The peers: torch eager, torch's CUDA
 graph per token (static cache, gpt-fast style), ``torch.compile(mode="reduce-overhead")``, JAX
 ``jit`` per token and JAX's whole generation in one ``lax.while_loop``. Each row's note gives
-the kernels per token of a captured step where there is one."""
+the graph nodes per token of a captured step where there is one."""
 
 from __future__ import annotations
 
@@ -47,8 +47,12 @@ def _example():
     return module
 
 
+_NODE = re.compile(r'^\s*"?(?!node\b|graph\b|edge\b)[A-Za-z_]\w*"?\s*\[', re.MULTILINE)
+
+
 def _kernels(graph) -> int | None:
-    """The kernel nodes of a captured graph, counted in its DOT dump (None if it has none)."""
+    """The nodes of a captured graph (its kernels, and any copy or event node), counted as the
+    node definitions of its DOT dump (None without a dump)."""
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, "graph.dot")
         try:
@@ -56,7 +60,7 @@ def _kernels(graph) -> int | None:
         except Exception:  # noqa: BLE001 - a backend without dumps: no count
             return None
         text = Path(path).read_text()
-    return len(re.findall(r"(?im)^\s*\S+\s*\[.*kernel", text)) or None
+    return len(_NODE.findall(text)) or None
 
 
 def _timed(run, sync) -> float:
@@ -127,14 +131,15 @@ def _graph_rows(gpt2, model, prompt, prompt_length: int, new: int, case: str, sy
     yield {"case": case, "impl": "tensorplay Graph per token",
            "us": min(_timed(per_token.generate, sync) for _ in range(3)) / fed * 1e6,
            "note": f"one replay per fed token, the next token chosen inside; "
-                   f"{kernels} kernels per token"}
+                   f"{kernels} graph nodes per token"}
     compiled = gpt2.CompiledPerToken(model, prompt, new)
     compiled.generate()
     entries = list(compiled.step._entries.values())
     kernels = _kernels(entries[0].graph) if entries else None
     yield {"case": case, "impl": "tensorplay tp.compile per token",
            "us": min(_timed(compiled.generate, sync) for _ in range(3)) / fed * 1e6,
-           "note": f"fused: {compiled.step.fused_products} products; {kernels} kernels per token"}
+           "note": f"fused: {compiled.step.fused_products} products; {kernels} graph nodes per "
+                   f"token"}
     whole = gpt2.WholeGeneration(model, prompt, new)
     whole.generate()
     yield {"case": case, "impl": "tensorplay whole generation in one replay",

@@ -11,7 +11,6 @@ import argparse
 import cProfile
 import os
 import pstats
-import re
 import sys
 import time
 
@@ -22,6 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gpt2  # noqa: E402
 
 import tensorplay as tp  # noqa: E402
+from tensorplay.bench.decode import _kernels as graph_nodes  # noqa: E402
 
 
 def main() -> None:
@@ -66,12 +66,7 @@ def main() -> None:
             elapsed = time.perf_counter() - start
             total = len(tokens) + len(prompt) - 1
             print(f"{name}: {elapsed / total * 1e3:.3f} ms per fed token ({total} fed)")
-            dot = f"/tmp/gpt2_{name.replace(' ', '_')}.dot"
-            runner.graph.debug_dump(dot)
-            with open(dot) as file:
-                text = file.read()
-            kernels = len(re.findall(r"kernel|KERNEL", text))
-            print(f"  graph dump: {kernels} lines naming kernels, {text.count('->')} edges")
+            print(f"  graph nodes: {graph_nodes(runner.graph)}")
 
     profile = cProfile.Profile()
     profile.enable()

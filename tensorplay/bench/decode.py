@@ -19,7 +19,6 @@ import os
 import re
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -27,6 +26,7 @@ import numpy as np
 import tensorplay as tp
 
 from . import peers
+from .timing import time_per_call
 
 PROMPT, NEW = 32, 128
 PREFILL = 512
@@ -61,14 +61,6 @@ def _kernels(graph) -> int | None:
             return None
         text = Path(path).read_text()
     return len(_NODE.findall(text)) or None
-
-
-def _timed(run, sync) -> float:
-    sync()
-    start = time.perf_counter()
-    run()
-    sync()
-    return time.perf_counter() - start
 
 
 def decode_case(device: str, small: bool):
@@ -106,7 +98,7 @@ def decode_case(device: str, small: bool):
                 token = int(logits.argmax(-1).item())
     eager()
     yield {"case": case, "impl": "tensorplay eager (host argmax per token)",
-           "us": min(_timed(eager, sync) for _ in range(2)) / (new + prompt_length - 1) * 1e6,
+           "us": time_per_call(eager, sync, 1, 2, 0) / (new + prompt_length - 1),
            "note": "prompt and generated tokens fed one by one; time per fed token"}
     if tp.accelerator.is_available():
         yield from _graph_rows(gpt2, model, prompt, prompt_length, new, case, sync)
@@ -114,7 +106,7 @@ def decode_case(device: str, small: bool):
     with tp.no_grad():
         model.prefill(tokens)
         yield {"case": prefill_case, "impl": "tensorplay eager",
-               "us": min(_timed(lambda: model.prefill(tokens), sync) for _ in range(3)) * 1e6}
+               "us": time_per_call(lambda: model.prefill(tokens), sync, 1, 3, 0)}
     torch = peers._torch_cuda()
     if torch is not None and not small:
         yield from _guarded(_torch_rows(torch, weights, config, prompt, case, prefill_case),
@@ -124,27 +116,30 @@ def decode_case(device: str, small: bool):
 
 
 def _graph_rows(gpt2, model, prompt, prompt_length: int, new: int, case: str, sync):
-    per_token = gpt2.PerTokenGraph(model, prompt, new)
-    per_token.generate()
+    """The captured modes' rows: each runs one generation to warm up (and capture), then is
+    timed over whole generations."""
     fed = prompt_length - 1 + new
-    kernels = _kernels(per_token.graph)
-    yield {"case": case, "impl": "tensorplay Graph per token",
-           "us": min(_timed(per_token.generate, sync) for _ in range(3)) / fed * 1e6,
-           "note": f"one replay per fed token, the next token chosen inside; "
-                   f"{kernels} graph nodes per token"}
+    per_token = gpt2.PerTokenGraph(model, prompt, new)
     compiled = gpt2.CompiledPerToken(model, prompt, new)
-    compiled.generate()
-    entries = list(compiled.step._entries.values())
-    kernels = _kernels(entries[0].graph) if entries else None
-    yield {"case": case, "impl": "tensorplay tp.compile per token",
-           "us": min(_timed(compiled.generate, sync) for _ in range(3)) / fed * 1e6,
-           "note": f"fused: {compiled.step.fused_products} products; {kernels} graph nodes per "
-                   f"token"}
     whole = gpt2.WholeGeneration(model, prompt, new)
-    whole.generate()
-    yield {"case": case, "impl": "tensorplay whole generation in one replay",
-           "us": min(_timed(whole.generate, sync) for _ in range(3)) / new * 1e6,
-           "note": "prompt and generation in one while node; time / generated tokens"}
+    for impl, runner, tokens, note in (
+            ("tensorplay Graph per token", per_token, fed,
+             lambda: f"one replay per fed token, the next token chosen inside; "
+                     f"{_kernels(per_token.graph)} graph nodes per token"),
+            ("tensorplay tp.compile per token", compiled, fed,
+             lambda: f"fused: {compiled.step.fused_products} products; "
+                     f"{_compiled_nodes(compiled.step)} graph nodes per token"),
+            ("tensorplay whole generation in one replay", whole, new,
+             lambda: "prompt and generation in one while node; time / generated tokens")):
+        runner.generate()
+        yield {"case": case, "impl": impl,
+               "us": time_per_call(runner.generate, sync, 1, 3, 0) / tokens, "note": note()}
+
+
+def _compiled_nodes(step) -> int | None:
+    """The graph nodes of a compiled function's captured graph (None before a capture)."""
+    entries = list(step._entries.values())
+    return _kernels(entries[0].graph) if entries else None
 
 
 def _guarded(rows, case: str, peer: str):
@@ -236,7 +231,7 @@ def _torch_rows(torch, weights, config, prompt, case, prefill_case):
                 token = int(logits.argmax(-1).item())
     generate(step)
     yield {"case": case, "impl": "torch eager (host argmax per token)",
-           "us": min(_timed(lambda: generate(step), sync) for _ in range(2)) / fed * 1e6,
+           "us": time_per_call(lambda: generate(step), sync, 1, 2, 0) / fed,
            "note": "time per fed token"}
     token_buffer = torch.zeros(1, dtype=torch.long, device="cuda")
     pos_buffer = torch.zeros(1, dtype=torch.long, device="cuda")
@@ -262,7 +257,7 @@ def _torch_rows(torch, weights, config, prompt, case, prefill_case):
                 token = int(chosen.item())
     replays()
     yield {"case": case, "impl": "torch CUDAGraph per token (gpt-fast style)",
-           "us": min(_timed(replays, sync) for _ in range(2)) / fed * 1e6,
+           "us": time_per_call(replays, sync, 1, 2, 0) / fed,
            "note": "host reads each chosen token, as gpt-fast"}
     impl = 'torch.compile(mode="reduce-overhead")'
     if os.environ.get("TENSORPLAY_BENCH_SKIP_TORCH_COMPILE"):
@@ -274,8 +269,8 @@ def _torch_rows(torch, weights, config, prompt, case, prefill_case):
             for _ in range(2):
                 generate(compiled)
             yield {"case": case, "impl": impl,
-                   "us": min(_timed(lambda: generate(compiled), sync) for _ in range(2))
-                   / fed * 1e6}
+                   "us": time_per_call(lambda: generate(compiled), sync, 1, 2, 0)
+                   / fed}
         except Exception as error:  # noqa: BLE001 - a peer that fails is a note, not a crash
             with contextlib.suppress(Exception):
                 torch._dynamo.reset()
@@ -285,7 +280,7 @@ def _torch_rows(torch, weights, config, prompt, case, prefill_case):
     with torch.no_grad():
         prefill(tokens)
         yield {"case": prefill_case, "impl": "torch eager (SDPA, flash attention)",
-               "us": min(_timed(lambda: prefill(tokens), sync) for _ in range(3)) * 1e6}
+               "us": time_per_call(lambda: prefill(tokens), sync, 1, 3, 0)}
 
 
 def _jax_rows(weights, config, prompt, case):
@@ -350,7 +345,7 @@ def _jax_rows(weights, config, prompt, case):
     try:
         per_token()
         yield {"case": case, "impl": "JAX jit per token (host argmax)",
-               "us": min(_timed(per_token, lambda: None) for _ in range(2)) / fed * 1e6}
+               "us": time_per_call(per_token, lambda: None, 1, 2, 0) / fed}
 
         @jax.jit
         def whole(params, prompt_array):
@@ -368,8 +363,8 @@ def _jax_rows(weights, config, prompt, case):
         prompt_array = jnp.asarray(prompt, jnp.int32)
         whole(params, prompt_array).block_until_ready()
         yield {"case": case, "impl": "JAX whole generation in one lax.while_loop",
-               "us": min(_timed(lambda: whole(params, prompt_array).block_until_ready(),
-                                lambda: None) for _ in range(3)) / NEW * 1e6,
+               "us": time_per_call(lambda: whole(params, prompt_array).block_until_ready(),
+                                   lambda: None, 1, 3, 0) / NEW,
                "note": "prompt and generation; time / generated tokens"}
     except Exception as error:  # noqa: BLE001 - a peer that fails is a note, not a crash
         yield {"case": case, "impl": "JAX", "us": None,

@@ -19,6 +19,9 @@ replay, so an out-of-range index in a replay is reported at the next sync too.
 
 Pitfall: the first failure wins until it is reported; later ones before that sync are not
 reported (sim counts them, "and N more failures").
+
+:func:`index_copy` lives here too: its kernel skips an out-of-range index (writing nothing) and
+relies on :func:`check`, queued before it, to report it.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gpt2  # noqa: E402
 
 import tensorplay as tp  # noqa: E402
-from tensorplay.bench.decode import _kernels as graph_nodes  # noqa: E402
+from tensorplay.bench.decode import graph_nodes  # noqa: E402
 
 
 def main() -> None:

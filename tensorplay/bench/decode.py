@@ -50,7 +50,7 @@ def _example():
 _NODE = re.compile(r'^\s*"?(?!node\b|graph\b|edge\b)[A-Za-z_]\w*"?\s*\[', re.MULTILINE)
 
 
-def _kernels(graph) -> int | None:
+def graph_nodes(graph) -> int | None:
     """The nodes of a captured graph (its kernels, and any copy or event node), counted as the
     node definitions of its DOT dump (None without a dump)."""
     with tempfile.TemporaryDirectory() as folder:
@@ -125,7 +125,7 @@ def _graph_rows(gpt2, model, prompt, prompt_length: int, new: int, case: str, sy
     for impl, runner, tokens, note in (
             ("tensorplay Graph per token", per_token, fed,
              lambda: f"one replay per fed token, the next token chosen inside; "
-                     f"{_kernels(per_token.graph)} graph nodes per token"),
+                     f"{graph_nodes(per_token.graph)} graph nodes per token"),
             ("tensorplay tp.compile per token", compiled, fed,
              lambda: f"fused: {compiled.step.fused_products} products; "
                      f"{_compiled_nodes(compiled.step)} graph nodes per token"),
@@ -139,7 +139,7 @@ def _graph_rows(gpt2, model, prompt, prompt_length: int, new: int, case: str, sy
 def _compiled_nodes(step) -> int | None:
     """The graph nodes of a compiled function's captured graph (None before a capture)."""
     entries = list(step._entries.values())
-    return _kernels(entries[0].graph) if entries else None
+    return graph_nodes(entries[0].graph) if entries else None
 
 
 def _guarded(rows, case: str, peer: str):

@@ -17,6 +17,7 @@
 #   c448e62 tensorplay | tar -x -C .baseline`) and at this tree in one call, the bench's
 #   training-step and MLP rows, and the Python frames per eager op
 # rows: the given tests (TP_TESTS), then the bench's given cases (TP_CASES)
+# scripts: the given tests, then each argument (a script and its arguments) into $OUT
 # profile: the eager training step's and the eager GPT-2 decode step's cProfile
 # autograd: the autograd, nn, optim and training tests and the differential tests against
 #   torch.autograd (four processes), then what 'training' runs
@@ -32,13 +33,21 @@ if [ -z "${TP_WITHOUT_NVMATH:-}" ] && ls .whl/nvmath_python-*cp312*.whl >/dev/nu
     --target /tmp/tp_site .whl/nvmath_python-*cp312*.whl > "$OUT/pip_nvmath.log" 2>&1 \
     && export PYTHONPATH="$PYTHONPATH:/tmp/tp_site" || echo "nvmath-python install failed"
 fi
-# given_tests LOG: the tests named in TP_TESTS (if any) into $OUT/LOG, their failures printed
+# given_tests LOG: the tests named in TP_TESTS (if any) into $OUT/LOG, their failures printed.
+# Groups separated by '|' run as parallel pytest processes (the card and its 16 cores have room)
 given_tests() {
   [ -n "${TP_TESTS:-}" ] || return 0
-  timeout 200 python3 -m pytest -q -p no:cacheprovider -o faulthandler_timeout=100 $TP_TESTS \
-    > "$OUT/$1" 2>&1
-  grep -E "^(FAILED|ERROR)|^E   " "$OUT/$1" | cut -c1-220 | head -30
-  tail -1 "$OUT/$1"
+  local i=0 group
+  IFS='|' read -ra groups <<< "$TP_TESTS"
+  for group in "${groups[@]}"; do
+    timeout ${TP_TESTS_TIMEOUT:-200} python3 -m pytest -q -p no:cacheprovider \
+      -o faulthandler_timeout=100 $group > "/tmp/tp_given$i.log" 2>&1 &
+    i=$((i+1))
+  done
+  wait
+  for ((j = 0; j < i; j++)); do echo "=== ${groups[$j]}"; cat "/tmp/tp_given$j.log"; done > "$OUT/$1"
+  grep -E "^(FAILED|ERROR)|^E   " "$OUT/$1" | cut -c1-220 | head -40
+  for ((j = 0; j < i; j++)); do tail -n 1 "/tmp/tp_given$j.log"; done
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$OUT/info.txt"
 python3 -m tensorplay info 2>&1 | tee -a "$OUT/info.txt"
@@ -198,6 +207,16 @@ if [ "$what" = rows ]; then
   timeout ${TP_BENCH_TIMEOUT:-300} python3 -m tensorplay bench --cases "${TP_CASES:-training,decode}" \
     --json "$OUT/bench_rows.json" 2>"$OUT/bench_stderr.log" | tee "$OUT/bench_rows.txt"
   tail -5 "$OUT/bench_stderr.log"
+fi
+if [ "$what" = scripts ]; then
+  # the given tests (TP_TESTS), then each argument "script.py [args]" in turn, its output in
+  # $OUT/<script>.txt (TP_SCRIPT_TIMEOUT seconds each)
+  given_tests scripts_tests_cuda.log
+  for script in "$@"; do
+    name=$(basename "${script%% *}" .py)
+    timeout ${TP_SCRIPT_TIMEOUT:-240} python3 $script > "$OUT/$name.txt" 2>&1
+    echo "=== $script: exit $?"; head -c 6000 "$OUT/$name.txt"
+  done
 fi
 if [ "$what" = quick ]; then
   timeout 240 python3 -m pytest -q -p no:cacheprovider -x tests/internals/test_cuda.py "$@" 2>&1 \

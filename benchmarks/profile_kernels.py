@@ -1,0 +1,138 @@
+"""Device time per kernel, side by side with torch, through torch's profiler (CUPTI records
+every kernel of the process, CuPy's and tensorplay's raw ones among them, and the kernels of
+graph replays): the GPT-2-small decode step as a per-token graph (tensorplay's ``Graph`` and
+``tp.compile``, torch's CUDAGraph), and the eager MLP training step (tensorplay and torch).
+Then the row kernels at the issue's shapes: ``layer_norm``, ``softmax`` and row sums at
+(8192, 768) and (8192, 1024), device time per call beside torch's.
+
+Usage: ``python3 benchmarks/profile_kernels.py [decode|training|rows ...]`` on cuda (all three
+without arguments)."""
+
+import os
+import sys
+from collections import defaultdict
+
+import numpy as np
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+import tensorplay as tp
+from tensorplay.bench import decode as bench_decode
+from tensorplay.bench.training import training_step
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+
+
+def kernels(run, calls: int):
+    """``{kernel name: (count, device us)}`` per call of ``run`` (CUPTI's kernel records)."""
+    torch.cuda.synchronize()
+    tp.accelerator.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            run()
+        torch.cuda.synchronize()
+        tp.accelerator.synchronize()
+    table: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for event in prof.events():
+        if str(event.device_type).endswith("CUDA") and event.device_time > 0:
+            entry = table[event.name[:90]]
+            entry[0] += 1 / calls
+            entry[1] += event.device_time / calls
+    return table
+
+
+def show(title: str, table, top: int = 25) -> None:
+    total = sum(us for _, us in table.values())
+    count = sum(n for n, _ in table.values())
+    print(f"\n=== {title}: {count:.0f} kernels, {total:.1f} us device time per call")
+    for name, (n, us) in sorted(table.items(), key=lambda item: -item[1][1])[:top]:
+        print(f"  {us:9.1f} us {n:6.1f}x  {name}")
+
+
+def decode() -> None:
+    gpt2 = bench_decode._example()
+    config = gpt2.SMALL
+    weights = gpt2.random_weights(config)
+    device = tp.accelerator.current_accelerator()
+    model = gpt2.GPT2(weights, config, device, tp.bfloat16)
+    prompt = np.random.default_rng(0).integers(0, config.vocab_size, 32)
+    per_token = gpt2.PerTokenGraph(model, prompt, 128)
+    per_token.generate()
+    state = per_token.state
+    state.pos.fill_(200)   # a cache 200 long, as the middle of a 160-token run is
+    show("tensorplay Graph per token (position 200)", kernels(per_token.graph.replay, 20))
+    compiled = gpt2.CompiledPerToken(model, prompt, 128)
+    compiled.generate()
+    compiled.state.pos.fill_(200)
+    show("tensorplay tp.compile per token (position 200)", kernels(compiled.step, 20))
+
+    step, _, reset = bench_decode._torch_model(torch, weights, config)
+    token = torch.zeros(1, dtype=torch.long, device="cuda")
+    pos = torch.full((1,), 200, dtype=torch.long, device="cuda")
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                step(token, pos)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            step(token, pos).argmax(-1)
+    graph.replay()
+    show("torch CUDAGraph per token (position 200)", kernels(graph.replay, 20))
+
+
+def training() -> None:
+    device = tp.device("cuda", 0)
+    for batch in (8, 256):
+        step, _, _ = training_step(tp, device, batch)
+        for _ in range(5):
+            step()
+        show(f"tensorplay eager training step, batch {batch}", kernels(step, 20))
+        torch_step, _, _ = training_step(torch, "cuda", batch)
+        for _ in range(5):
+            torch_step()
+        show(f"torch eager training step, batch {batch}", kernels(torch_step, 20))
+
+
+def rows() -> None:
+    F = tp.nn.functional
+    for shape in ((8192, 768), (8192, 1024)):
+        for dtype_name in ("float32", "bfloat16"):
+            x = tp.randn(*shape, device="cuda", dtype=getattr(tp, dtype_name))
+            w = tp.randn(shape[1], device="cuda", dtype=getattr(tp, dtype_name))
+            b = tp.randn(shape[1], device="cuda", dtype=getattr(tp, dtype_name))
+            tx = torch.randn(*shape, device="cuda", dtype=getattr(torch, dtype_name))
+            tw = torch.randn(shape[1], device="cuda", dtype=getattr(torch, dtype_name))
+            tb = torch.randn(shape[1], device="cuda", dtype=getattr(torch, dtype_name))
+            ops = {
+                "layer_norm": (lambda: F.layer_norm(x, (shape[1],), w, b),
+                               lambda: torch.nn.functional.layer_norm(tx, (shape[1],), tw, tb)),
+                "softmax": (lambda: x.softmax(-1), lambda: tx.softmax(-1)),
+                "sum(-1)": (lambda: x.sum(-1), lambda: tx.sum(-1)),
+                "amax(-1)": (lambda: x.amax(-1), lambda: tx.amax(-1)),
+                "mean(0)": (lambda: x.mean(0), lambda: tx.mean(0)),
+            }
+            for name, (ours, theirs) in ops.items():
+                ours()
+                theirs()
+                mine = sum(us for _, us in kernels(ours, 20).values())
+                peer = sum(us for _, us in kernels(theirs, 20).values())
+                moved = x.numel() * x.element_size() * (2 if name in ("layer_norm", "softmax")
+                                                        else 1)
+                print(f"{name:10s} {shape} {dtype_name:8s}: tensorplay {mine:8.1f} us "
+                      f"({moved / mine / 1e3:6.0f} GB/s), torch {peer:8.1f} us "
+                      f"({moved / peer / 1e3:6.0f} GB/s): {peer / mine:5.2f} of torch's "
+                      f"throughput")
+
+
+if __name__ == "__main__":
+    parts = sys.argv[1:] or ["decode", "training", "rows"]
+    for part in parts:
+        try:
+            {"decode": decode, "training": training, "rows": rows}[part]()
+        except Exception as error:  # noqa: BLE001 - one part failing still shows the others
+            import traceback
+            traceback.print_exc()
+            print(f"{part} failed: {error!r}")

@@ -105,7 +105,7 @@ def test_captured_attention_replays_with_new_inputs(dev):
                                atol=1e-6)
 
 
-# -- the one-kernel path: at most 16 query rows, no gradient, no dropout ------------------------
+# -- the one-op path: few query rows (decode), no gradient, no dropout -------------------------
 @pytest.mark.parametrize("dtype, rtol", [(tp.float32, 2e-5), (tp.bfloat16, 3e-2),
                                          (tp.float16, 4e-3), (tp.float64, 1e-10)])
 @pytest.mark.parametrize("keys", [5, 300, 2500])   # one chunk of keys; split chunks on cuda
@@ -151,6 +151,57 @@ def test_few_query_rows_causal_additive_grouped_and_all_masked(device):
     assert np.isnan(got[:, :, 1]).all() and not np.isnan(got[:, :, [0, 2]]).any()
     with pytest.raises(RuntimeError):   # grouped heads need enable_gqa, as in PyTorch
         F.scaled_dot_product_attention(tq, tk, tv)
+
+
+# -- many query rows (a prompt): one op too; on cuda the tiled kernel --------------------------
+@pytest.mark.parametrize("dtype, rtol", [(tp.float32, 2e-5), (tp.bfloat16, 3e-2),
+                                         (tp.float16, 4e-3), (tp.float64, 1e-10)])
+@pytest.mark.parametrize("length, keys, dim", [(17, 17, 64), (70, 70, 100), (40, 300, 32),
+                                               (33, 33, 160)])   # 160: wider than the tiles
+def test_many_query_rows_match_the_reference_and_the_composed_path(device, dtype, rtol, length,
+                                                                    keys, dim):
+    """Prefill-shaped calls: causal (the keys as long as the queries, or more, top-left
+    aligned), a bool mask with an all-masked row (NaN), an additive mask and grouped heads,
+    against the reference and the composed path (taken when a gradient is recorded)."""
+    q, k, v = arrays((1, 4, length, dim), (1, 2, keys, dim), (1, 2, keys, dim))
+    tq, tk, tv = on(device, q, k, v, dtype=dtype)
+    stored = [to_numpy(t.double()) for t in (tq, tk, tv)]
+    wide_k, wide_v = np.repeat(stored[1], 2, axis=1), np.repeat(stored[2], 2, axis=1)
+    keep = RNG.random((length, keys)) > 0.3
+    keep[:, 0] = True
+    keep[length // 2] = False
+    bias = RNG.standard_normal((4, length, keys))
+    for options, expected_options in (
+            (dict(is_causal=True), dict(causal=True)),
+            (dict(attn_mask=tp.tensor(keep, device=device)), dict(mask=keep)),
+            (dict(attn_mask=on(device, bias, dtype=dtype)[0], scale=0.2),
+             dict(mask=to_numpy(on(device, bias, dtype=dtype)[0].double()), scale=0.2))):
+        got = F.scaled_dot_product_attention(tq, tk, tv, enable_gqa=True, **options)
+        assert got.dtype is dtype and got.shape == (1, 4, length, dim)
+        with np.errstate(invalid="ignore"):
+            expected = reference(stored[0], wide_k, wide_v, **expected_options)
+        np.testing.assert_allclose(to_numpy(got.double()), expected, rtol=rtol, atol=rtol)
+        composed = F.scaled_dot_product_attention(tq.detach().requires_grad_(), tk, tv,
+                                                  enable_gqa=True, **options)
+        # the composed path rounds the scores and weights to the dtype: looser for halves
+        np.testing.assert_allclose(to_numpy(got.double()), to_numpy(composed.detach().double()),
+                                   rtol=4 * rtol, atol=4 * rtol)
+
+
+@requires_accelerator
+def test_captured_prefill_attention_is_one_node(dev, tmp_path):
+    q, k, v = on(dev, *arrays((1, 2, 40, 16), (1, 2, 40, 16), (1, 2, 40, 16)),
+                 dtype=tp.float32)
+    graph = tp.accelerator.Graph()
+    with graph:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    path = tmp_path / "graph.dot"
+    graph.debug_dump(str(path))
+    assert path.read_text().count("->") < 3
+    fresh = arrays((1, 2, 40, 16), (1, 2, 40, 16), (1, 2, 40, 16))
+    graph.stage_and_launch([q, k, v], on(dev, *fresh, dtype=tp.float32))
+    np.testing.assert_allclose(to_numpy(out), reference(*fresh, causal=True), rtol=2e-5,
+                               atol=2e-6)
 
 
 @requires_accelerator

@@ -1,10 +1,11 @@
 """Scaled dot-product attention as ONE op: the path ``nn.functional.scaled_dot_product_attention``
-takes for few query rows (the decode step) when no gradient is needed.
+takes when no gradient is needed.
 
-:func:`attention` launches one kernel: the backend's ``attention`` hook (cuda: a raw kernel with
-the softmax computed per chunk of keys, and a second small kernel combining the chunks when the
-keys are split; see ``backends/cuda/_rows.py``), or, where the backend has none or declines the
-case (float64 on cuda), the same formula from ``xp`` calls inside that one launch: scores in
+:func:`attention` launches one kernel: the backend's ``attention`` hook (cuda: for few query
+rows a raw kernel with the softmax computed per chunk of keys, and a second small kernel
+combining the chunks when the keys are split; for many a tiled kernel; see
+``backends/cuda/_rows.py``), or, where the backend has none or declines the case (float64 or
+wide heads on cuda), the same formula from ``xp`` calls inside that one launch: scores in
 float32 (float64 for float64), the mask, the softmax, the product with the values, rounded once
 to the query's dtype. Either way the op is one node of a captured graph and reads the mask and
 the cache at every replay.

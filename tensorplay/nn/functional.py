@@ -690,12 +690,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
 
     Which path runs:
 
-    - ONE op (one node of a captured graph) for 4-D operands with at most 16 query rows (the
-      decode step) when no gradient is recorded and ``dropout_p`` is 0: on cuda a fused kernel
-      (online softmax over chunks of the keys, a second small kernel combining the chunks when
-      the keys are split, flash-decoding style) for float16, bfloat16 and float32 with head
-      dimensions up to 256; elsewhere, and for float64 or larger heads, the same formula in
-      one launch. Keys and values with fewer heads are read in place, not repeated.
+    - ONE op (one node of a captured graph) for 4-D operands when no gradient is recorded and
+      ``dropout_p`` is 0. On cuda, for float16, bfloat16 and float32: with at most 16 query
+      rows (the decode step) a kernel that splits the keys into chunks (online softmax, a
+      second small kernel combining the chunks, flash-decoding style), for head dimensions up
+      to 256; with more query rows (a prompt) a tiled kernel (flash-attention style: tiles of
+      keys and values in shared memory, online softmax, the scores never written out), for
+      head dimensions up to 128. Elsewhere, and for float64 or wider heads, the same formula
+      from the backend's array calls in that one launch (the scores in float32).
     - otherwise the composed ops on every backend (products, ``masked_fill`` or an add,
       ``softmax``, products), so it works under autograd too.
 
@@ -753,22 +755,17 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     return weights @ value
 
 
-#: the most query rows the one-kernel attention takes (it scores each row against the keys on
-#: its own: right for decoding, not for a long prompt, where the products reuse the keys)
-_FUSED_ATTENTION_QUERIES = 16
-
-
 def _fused_attention_applies(query: Tensor, key: Tensor, value: Tensor, mask,
                              enable_gqa: bool) -> bool:
     """Whether ``scaled_dot_product_attention`` takes the one-kernel op: 4-D operands of one
-    float dtype on one device, at most ``_FUSED_ATTENTION_QUERIES`` query rows, nothing empty,
+    float dtype on one device, at least one query row, nothing empty,
     values as wide as the keys, as many key heads as the query's (or, with ``enable_gqa``, a
     divisor of them), a bool mask or one of the query's dtype broadcastable to the scores, and
     no gradient to record."""
     if query.ndim != 4 or key.ndim != 4 or value.ndim != 4:
         return False
     batch, heads, length, dim = query.shape
-    if not 0 < length <= _FUSED_ATTENTION_QUERIES or not query.dtype.is_floating_point or \
+    if length == 0 or not query.dtype.is_floating_point or \
             key.shape != value.shape or key.shape[0] != batch or key.shape[3] != dim or \
             heads % max(key.shape[1], 1) or 0 in key.shape or dim == 0 or \
             (key.shape[1] != heads and not enable_gqa):

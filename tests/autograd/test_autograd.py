@@ -366,18 +366,21 @@ def test_backward_captured_accumulates_into_existing_grads(dev):
 def test_weight_gradients_written_straight_into_grad_match(monkeypatch):
     """Where the backend adds into a product's output (cuda), a weight's gradient goes straight
     into ``.grad`` (added, or written into an optimizer's buffer) without a separate kernel:
-    the gradients are the same as through AccumulateGrad. Here a stand-in of that hook on sim
-    (or the host) drives the engine's path."""
+    the gradients are the same as through AccumulateGrad. The backend's hook is wrapped to
+    count its calls; where it has none (sim), a NumPy stand-in of it drives the engine's path."""
     import numpy as np
     from tensorplay._runtime import dispatch as _dispatch
     calls = []
+    real = _dispatch.accelerator_hook
+    backend_hook = real("matmul_residual")
 
     def matmul_residual(a, b, out, bias, residual, precision="highest"):
         calls.append(residual is None)
+        if backend_hook is not None:
+            return backend_hook(a, b, out, bias, residual, precision)
         product = np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
         out[...] = product + (0 if residual is None else residual)
 
-    real = _dispatch.accelerator_hook
     monkeypatch.setattr(_dispatch, "accelerator_hook",
                         lambda name: matmul_residual if name == "matmul_residual" else real(name))
     device = tp.accelerator.current_accelerator() or tp.device("cpu")

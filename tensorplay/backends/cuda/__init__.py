@@ -600,10 +600,11 @@ class CudaBackend:
         _rows.layer_norm(x, weight, bias, out, eps)
 
     def attention(self, q, k, v, mask, out, scale: float, causal: bool) -> bool:
-        """Scaled dot-product attention of few query rows in one raw kernel (two when the keys
-        are split): :func:`._rows.attention`; False for what it does not take (float64, head
-        dimensions over 256, a last dimension that is not contiguous, a mask of another float
-        dtype than the query's or float32)."""
+        """Scaled dot-product attention in one raw kernel (two when the keys of few query rows
+        are split; the tiled kernel for many rows and heads up to 128 wide):
+        :func:`._rows.attention`; False for what it does not take (float64, head dimensions
+        over 256, a last dimension that is not contiguous, a mask of another float dtype than
+        the query's or float32)."""
         dtype = q.dtype
         itemsize = dtype.itemsize
         if dtype not in _rows.ATTENTION_DTYPES or k.dtype != dtype or v.dtype != dtype or \

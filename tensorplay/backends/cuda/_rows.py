@@ -1,5 +1,6 @@
-"""Row kernels of the transformer ops for the cuda backend: ``layer_norm`` and the attention of
-few query rows (decode), each ONE raw kernel launched through :class:`._launch.PackedLaunch`.
+"""Row kernels of the transformer ops for the cuda backend: ``layer_norm`` and attention (few
+query rows, the decode step, or many, a prompt), each ONE raw kernel launched through
+:class:`._launch.PackedLaunch`.
 
 ``layer_norm(x, weight, bias, out, eps)``
     One block per row of the last dimension: the mean, then the biased variance of the
@@ -20,6 +21,12 @@ few query rows (decode), each ONE raw kernel launched through :class:`._launch.P
     key) or additive in the query's dtype or float32. ``causal`` keeps key ``j`` for query row
     ``i`` when ``j <= i`` (PyTorch's top-left alignment). A row whose keys are all masked is
     NaN, as the composed softmax gives. Scores and sums are float; float64 is not taken here.
+    With more than ``DECODE_QUERIES`` query rows (a prompt) and heads up to
+    ``TILED_HEAD_DIM`` wide, a tiled kernel runs instead (flash-attention style, on the CUDA
+    cores): a block takes eight query rows of one head, a warp each; tiles of 32 keys and
+    values go through shared memory, each lane scores one key of the tile, and the online
+    softmax rescales the running output, so the scores are never written out. With
+    ``causal`` a block stops at the last key its rows see.
 
 Kernels are made once per signature in the one kernel cache (``_kernels``) and compiled and
 loaded on first use per device under relaxed capture mode. Nothing here synchronizes the host;
@@ -47,6 +54,10 @@ LAYER_NORM_DTYPES = frozenset((np.dtype(np.float16), _BF16, _F32, np.dtype(np.fl
 ATTENTION_DTYPES = frozenset((np.dtype(np.float16), _BF16, _F32))
 MAX_HEAD_DIM = 256
 CHUNK = 1024          # keys per block; longer key sequences are split (flash-decoding)
+DECODE_QUERIES = 16   # up to this many query rows the per-row kernel runs, above it the tiled
+TILED_HEAD_DIM = 128  # the tiled kernel's widest head (its key and value tiles in shared memory)
+_TILED_ROWS = 8       # query rows per block of the tiled kernel, a warp each
+_GRID_Y_CAP = 65535   # batch * heads of one tiled launch (the grid's second dimension)
 _THREADS = 256
 _GRID_CAP = 1 << 20   # rows per layer_norm launch; each block strides over the rows past it
 
@@ -290,6 +301,105 @@ def _combine_source(dtype: np.dtype, name: str) -> str:
     ])
 
 
+def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, name: str) -> str:
+    storage = _source.storage_type(dtype)
+    load = _source.load_expr(dtype, "{}")
+    if mask_dtype is None or mask_dtype == _U8:
+        mask_storage, mask_load = "unsigned char", "mask[mo]"
+    else:
+        mask_storage = _source.storage_type(mask_dtype)
+        mask_load = _source.load_expr(mask_dtype, "mask[mo]")
+    per_lane = TILED_HEAD_DIM // 32
+    return "\n".join([
+        _source.HELPERS,
+        "#define TP_NEG_INF (-__int_as_float(0x7f800000))",
+        f'extern "C" __global__ void {name}(',
+        f"        const {storage}* __restrict__ q, const {storage}* __restrict__ k,",
+        f"        const {storage}* __restrict__ v, const {mask_storage}* __restrict__ mask,",
+        f"        {storage}* __restrict__ out, float* __restrict__ part,",
+        "        const tp_i64 heads, const tp_i64 group, const tp_i64 length, const tp_i64 keys,",
+        "        const tp_i64 dim, const tp_i64 mask_kind, const tp_i64 chunks,",
+        "        const tp_i64 chunk,",
+        "        const tp_i64 qb, const tp_i64 qh, const tp_i64 ql,",
+        "        const tp_i64 kb, const tp_i64 kh, const tp_i64 ks,",
+        "        const tp_i64 vb, const tp_i64 vh, const tp_i64 vs,",
+        "        const tp_i64 mb, const tp_i64 mh, const tp_i64 ml, const tp_i64 ms,",
+        "        const double scale) {",
+        # a key row padded to an odd length: lane j reads row j at one d without bank conflicts
+        f"    __shared__ float kt[32][{TILED_HEAD_DIM + 1}];",
+        f"    __shared__ float vt[32][{TILED_HEAD_DIM}];",
+        f"    __shared__ float qs[{_TILED_ROWS}][{TILED_HEAD_DIM}];",
+        "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;",
+        "    const tp_i64 bh = blockIdx.y, h = bh % heads, bi = bh / heads, hk = h / group;",
+        f"    const tp_i64 i = (tp_i64)blockIdx.x * {_TILED_ROWS} + warp;   // this warp's row",
+        "    const bool live = i < length;",
+        "    if (live)",
+        "        for (tp_i64 d = lane; d < dim; d += 32)",
+        f"            qs[warp][d] = (float){load.format('q[bi * qb + h * qh + i * ql + d]')}"
+        " * (float)scale;",
+        f"    const tp_i64 block_last = min(length, (tp_i64)(blockIdx.x + 1) * {_TILED_ROWS}) - 1;",
+        "    const tp_i64 end = mask_kind == 3 ? min(keys, block_last + 1) : keys;",
+        f"    const {storage}* kr = k + bi * kb + hk * kh;",
+        f"    const {storage}* vr = v + bi * vb + hk * vh;",
+        f"    float m = TP_NEG_INF, l = 0.0f, acc[{per_lane}];",
+        f"    for (int c = 0; c < {per_lane}; ++c) acc[c] = 0.0f;",
+        "    for (tp_i64 t0 = 0; t0 < end; t0 += 32) {",
+        "        __syncthreads();   // the previous tile is consumed (the first: qs is written)",
+        "        for (tp_i64 e = threadIdx.x; e < 32 * dim; e += blockDim.x) {",
+        "            const tp_i64 r = e / dim, d = e - r * dim, j = t0 + r;",
+        "            float kv = 0.0f, vv = 0.0f;",
+        "            if (j < keys) {",
+        f"                kv = (float){load.format('kr[j * ks + d]')};",
+        f"                vv = (float){load.format('vr[j * vs + d]')};",
+        "            }",
+        "            kt[r][d] = kv;",
+        "            vt[r][d] = vv;",
+        "        }",
+        "        __syncthreads();",
+        "        if (!live) continue;",
+        "        const tp_i64 j = t0 + lane;",
+        "        float s = 0.0f;",
+        "        for (tp_i64 d = 0; d < dim; ++d) s += qs[warp][d] * kt[lane][d];",
+        "        bool keep = j < keys;",
+        "        if (mask_kind == 3) {",
+        "            keep = keep && j <= i;",
+        "        } else if (mask_kind != 0 && keep) {",
+        "            const tp_i64 mo = bi * mb + h * mh + i * ml + j * ms;",
+        f"            const float mv = (float){mask_load};",
+        "            if (mask_kind == 1) keep = mv != 0.0f;",
+        "            else s += mv;",
+        "        }",
+        "        if (!keep) s = TP_NEG_INF;",
+        "        float top = s;",
+        "        for (int o = 16; o > 0; o >>= 1)",
+        "            top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, o));",
+        "        const float m_new = fmaxf(m, top);",
+        "        const float p = m_new == TP_NEG_INF ? 0.0f : __expf(s - m_new);",
+        "        const float rescale = m == TP_NEG_INF ? 0.0f : __expf(m - m_new);",
+        "        float total = p;",
+        "        for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);",
+        "        l = l * rescale + total;",
+        "        m = m_new;",
+        f"        for (int c = 0; c < {per_lane}; ++c) acc[c] *= rescale;",
+        "        for (int jj = 0; jj < 32; ++jj) {",
+        "            const float pj = __shfl_sync(0xffffffffu, p, jj);",
+        f"            for (int c = 0; c < {per_lane}; ++c) {{",
+        "                const int d = lane + 32 * c;",
+        "                if (d < dim) acc[c] += pj * vt[jj][d];",
+        "            }",
+        "        }",
+        "    }",
+        "    if (!live) return;",
+        "    const tp_i64 row = bh * length + i;",
+        f"    for (int c = 0; c < {per_lane}; ++c) {{",
+        "        const tp_i64 d = lane + 32 * c;",
+        f"        if (d < dim) out[row * dim + d] = {_source.store_expr(dtype, 'acc[c] / l')};",
+        "    }",
+        "}",
+        "",
+    ])
+
+
 def _attention_kernels(dtype: np.dtype, mask_dtype: np.dtype | None):
     mask_name = "none" if mask_dtype is None else mask_dtype.name
     name = f"tp_attention_{dtype.name}_{mask_name}"
@@ -301,8 +411,28 @@ def _attention_kernels(dtype: np.dtype, mask_dtype: np.dtype | None):
     def make_combine():
         combine = f"tp_attention_combine_{dtype.name}"
         return PackedLaunch(cupy.RawKernel(_combine_source(dtype, combine), combine), 4)
+    def make_tiled():
+        tiled = f"tp_attention_tiled_{dtype.name}_{mask_name}"
+        kernel = cupy.RawKernel(_tiled_source(dtype, mask_dtype, tiled), tiled)
+        return PackedLaunch(kernel, _ATTENTION_SLOTS, scalar_format="d")
     return (_kernel_cache.cached(("attention", dtype, mask_dtype), make),
-            _kernel_cache.cached(("attention_combine", dtype), make_combine))
+            _kernel_cache.cached(("attention_combine", dtype), make_combine),
+            _kernel_cache.cached(("attention_tiled", dtype, mask_dtype), make_tiled))
+
+
+def _fill(found, q, k, v, mask, out, part, heads: int, length: int, keys: int, dim: int,
+          kind: int, chunks: int, chunk: int, mask_strides: tuple[int, ...],
+          scale: float) -> None:
+    """Write the attention kernels' parameters (one slot layout for both) into ``found``."""
+    values = found[0]
+    values[0], values[1], values[2] = q.data.ptr, k.data.ptr, v.data.ptr
+    values[3] = 0 if mask is None else mask.data.ptr
+    values[4], values[5] = out.data.ptr, 0 if part is None else part.data.ptr
+    values[6], values[7], values[8], values[9] = heads, heads // k.shape[1], length, keys
+    values[10], values[11], values[12], values[13] = dim, kind, chunks, chunk
+    values[14:23] = array("Q", _strides(q)[:3] + _strides(k)[:3] + _strides(v)[:3])
+    values[23:27] = array("Q", mask_strides)
+    found[3][27] = scale
 
 
 def _strides(array) -> tuple[int, ...]:
@@ -352,27 +482,29 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> None:
             for i in range(4))
     kind = _CAUSAL if causal else (_NO_MASK if mask is None else
                                    _BOOL_MASK if mask_dtype == _U8 else _ADD_MASK)
-    packed, combine = _attention_kernels(dtype, mask_dtype)
+    packed, combine, tiled = _attention_kernels(dtype, mask_dtype)
     device = q.data.device_id
+    rows = batch * heads * length
+    if length > DECODE_QUERIES and dim <= TILED_HEAD_DIM and batch * heads <= _GRID_Y_CAP:
+        key = ("attention_tiled", dtype, mask_dtype)
+        if not _kernel_cache.is_warm(key, device):
+            _kernel_cache.warm(key, device, lambda: tiled.kernel.kernel)
+        found = tiled.buffers.get(thread_ident()) or tiled.buffer()
+        _fill(found, q, k, v, mask, out, None, heads, length, keys, dim, kind, 1, keys,
+              mask_strides, scale)
+        tiled.launch_2d(-(-length // _TILED_ROWS), batch * heads, 32 * _TILED_ROWS, found[1])
+        return
     warm_key = ("attention", dtype, mask_dtype)
     if not _kernel_cache.is_warm(warm_key, device):
         _kernel_cache.warm(warm_key, device, lambda: (packed.kernel.kernel,
                                                       combine.kernel.kernel))
-    rows = batch * heads * length
     wanted = -(-_BLOCKS_WANTED // rows)
     chunk = min(CHUNK, max(128, (-(-keys // wanted) + 127) // 128 * 128))
     chunks = -(-keys // chunk)
     part = None if chunks == 1 else cupy.empty(rows * chunks * (dim + 2), np.float32)
     found = packed.buffers.get(thread_ident()) or packed.buffer()
-    values = found[0]
-    values[0], values[1], values[2] = q.data.ptr, k.data.ptr, v.data.ptr
-    values[3] = 0 if mask is None else mask.data.ptr
-    values[4], values[5] = out.data.ptr, 0 if part is None else part.data.ptr
-    values[6], values[7], values[8], values[9] = heads, heads // k.shape[1], length, keys
-    values[10], values[11], values[12], values[13] = dim, kind, chunks, chunk
-    values[14:23] = array("Q", _strides(q)[:3] + _strides(k)[:3] + _strides(v)[:3])
-    values[23:27] = array("Q", mask_strides)
-    found[3][27] = scale
+    _fill(found, q, k, v, mask, out, part, heads, length, keys, dim, kind, chunks, chunk,
+          mask_strides, scale)
     packed.launch_2d(rows, chunks, _THREADS, found[1])
     if part is not None:
         found = combine.buffers.get(thread_ident()) or combine.buffer()

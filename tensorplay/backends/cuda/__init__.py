@@ -14,6 +14,9 @@ How the pieces fit:
   setter, fused staging).
 - ``_matmul.py``: matrix products through cuBLASLt (nvmath-python), eager and captured, with
   fused bias/ReLU/GELU epilogues.
+- ``_rows.py``, ``_attention.py``, ``_activations.py``, ``_optim.py``, ``_bounds.py``: raw
+  kernels of single ops (layer_norm; scaled dot-product attention; softmax and erf; the fused
+  Adam update; index bounds checks and index_copy), each behind an optional backend hook.
 - ``_graphs.py``: capture, if/while nodes, instantiate/launch bookkeeping, DOT dumps.
 - ``_stage_node.py``: the two staging kernel nodes of every capture and Note [fused staging],
   which ``stage_and_launch`` below implements.
@@ -55,8 +58,8 @@ except Exception as exc:  # noqa: BLE001 - reported by create_backend, kept by t
     _IMPORT_ERROR: BaseException | None = exc
 else:
     _IMPORT_ERROR = None
-    from . import _activations, _bounds, _cupy_bridge, _elementwise, _graphs, _kernels, _matmul, \
-        _optim, _rows
+    from . import _activations, _attention, _bounds, _cupy_bridge, _elementwise, _graphs, \
+        _kernels, _matmul, _optim, _rows
     from . import _streams
     from ._graphs import CudaExecutable, CudaGraph
 
@@ -602,13 +605,13 @@ class CudaBackend:
     def attention(self, q, k, v, mask, out, scale: float, causal: bool) -> bool:
         """Scaled dot-product attention in one raw kernel (two when the keys of few query rows
         are split; the tiled kernel for many rows and heads up to 128 wide):
-        :func:`._rows.attention`; False for what it does not take (float64, head dimensions
+        :func:`._attention.attention`; False for what it does not take (float64, head dimensions
         over 256, a last dimension that is not contiguous, a mask of another float dtype than
         the query's or float32)."""
         dtype = q.dtype
         itemsize = dtype.itemsize
-        if dtype not in _rows.ATTENTION_DTYPES or k.dtype != dtype or v.dtype != dtype or \
-                q.shape[-1] > _rows.MAX_HEAD_DIM or (q.shape[-1] > 1 and (
+        if dtype not in _attention.ATTENTION_DTYPES or k.dtype != dtype or v.dtype != dtype or \
+                q.shape[-1] > _attention.MAX_HEAD_DIM or (q.shape[-1] > 1 and (
                     q.strides[-1] != itemsize or k.strides[-1] != itemsize
                     or v.strides[-1] != itemsize)):
             return False
@@ -618,7 +621,7 @@ class CudaBackend:
         if min(q.strides + k.strides + v.strides + (mask.strides if mask is not None else ())
                + (0,)) < 0:
             return False   # the kernel takes its strides unsigned
-        _rows.attention(q, k, v, mask, out, scale, causal)
+        _attention.attention(q, k, v, mask, out, scale, causal)
         return True
 
     def adam_update(self, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr,

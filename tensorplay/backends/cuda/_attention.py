@@ -1,0 +1,580 @@
+"""Scaled dot-product attention kernels of the cuda backend, each launched through
+:class:`._launch.PackedLaunch`.
+
+``attention(q, k, v, mask, out, scale, causal)``
+    Scaled dot-product attention for queries ``(B, H, L, D)`` against keys and values
+    ``(B, Hkv, S, D)`` (``H`` a multiple of ``Hkv``: grouped-query attention), ``D <= 256``,
+    ``L`` small (the decode step). The keys are split into chunks so that about two blocks
+    per multiprocessor run (flash-decoding); a block takes one query row and one chunk. Where
+    the rows of ``k`` and ``v`` can be read 16 bytes at a time (the usual cache layout), a
+    group of lanes reads one key row with one vector load per lane, so a warp reads several
+    whole rows per instruction; each group keeps its own running maximum, sum and output
+    (online softmax), and the block merges its groups through shared memory. Other layouts
+    take a plainer kernel (each thread scores whole key rows). With one chunk the block writes
+    the output; with more each writes its maximum, sum and partial output, and a second
+    kernel rescales and adds the chunks. The
+    mask is read through its strides (broadcast dimensions have stride 0): bool (True keeps a
+    key) or additive in the query's dtype or float32. ``causal`` keeps key ``j`` for query row
+    ``i`` when ``j <= i`` (PyTorch's top-left alignment). A row whose keys are all masked is
+    NaN, as the composed softmax gives. Scores and sums are float; float64 is not taken here.
+    With more than ``DECODE_QUERIES`` query rows (a prompt) and heads up to
+    ``TILED_HEAD_DIM`` wide, a tiled kernel runs instead (flash-attention style, on the CUDA
+    cores): a block takes eight query rows of one head, a warp each; tiles of 32 keys and
+    values go through shared memory, each lane scores one key of the tile, and the online
+    softmax rescales the running output, so the scores are never written out. With
+    ``causal`` a block stops at the last key its rows see.
+
+Kernels are made once per signature in the one kernel cache (``_kernels``) and compiled and
+loaded on first use per device under relaxed capture mode. Nothing here synchronizes the host;
+the flash-decoding partials come from CuPy's allocator, which tensorplay routes into the
+graph's pool while a stream captures.
+"""
+from __future__ import annotations
+
+from array import array
+
+import cupy
+import numpy as np
+
+from . import _elementwise_source as _source
+from . import _kernels as _kernel_cache
+from ._launch import PackedLaunch, thread_ident
+
+__all__ = ["attention", "ATTENTION_DTYPES", "MAX_HEAD_DIM", "DECODE_QUERIES", "TILED_HEAD_DIM"]
+
+_U8 = np.dtype(np.uint8)
+ATTENTION_DTYPES = frozenset((np.dtype(np.float16), np.dtype("bfloat16"), np.dtype(np.float32)))
+MAX_HEAD_DIM = 256
+CHUNK = 1024          # keys per block of the plain kernel at most
+DECODE_QUERIES = 16   # up to this many query rows the split kernels run, above it the tiled
+TILED_HEAD_DIM = 128  # the tiled kernel's widest head (its key and value tiles in shared memory)
+_TILED_ROWS = 8       # query rows per block of the tiled kernel, a warp each
+_GRID_Y_CAP = 65535   # the grid's second dimension at most
+_THREADS = 256        # threads of a plain block
+_VECTOR_WARPS = 4     # warps of a vectorised block
+_BLOCKS_WANTED = 264  # about two blocks per multiprocessor of an H100
+
+
+# -- the split kernels (few query rows) -------------------------------------------------
+# mask kinds
+_NO_MASK, _BOOL_MASK, _ADD_MASK, _CAUSAL = 0, 1, 2, 3
+# parameter slots: pointers q k v mask out part, then counts, then strides, then the scale
+_ATTENTION_SLOTS = 28
+_PLAIN_BLOCKS_WANTED = 64   # the plain kernel splits the keys until this many blocks run
+
+
+def _attention_source(dtype: np.dtype, mask_dtype: np.dtype | None, name: str) -> str:
+    storage = _source.storage_type(dtype)
+    load = _source.load_expr(dtype, "{}")
+    if mask_dtype is None or mask_dtype == _U8:
+        mask_storage, mask_load = "unsigned char", "mask[mo]"
+    else:
+        mask_storage = _source.storage_type(mask_dtype)
+        mask_load = _source.load_expr(mask_dtype, "mask[mo]")
+    return "\n".join([
+        _source.HELPERS,
+        "__device__ __forceinline__ float tp_block_reduce(float v, float* shared, int is_max) {",
+        "    for (int o = 16; o > 0; o >>= 1) {",
+        "        const float other = __shfl_xor_sync(0xffffffffu, v, o);",
+        "        v = is_max ? fmaxf(v, other) : v + other;",
+        "    }",
+        "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
+        "    if (lane == 0) shared[warp] = v;",
+        "    __syncthreads();",
+        "    const float none = is_max ? -__int_as_float(0x7f800000) : 0.0f;",
+        "    v = lane < (blockDim.x >> 5) ? shared[lane] : none;",
+        "    for (int o = 16; o > 0; o >>= 1) {",
+        "        const float other = __shfl_xor_sync(0xffffffffu, v, o);",
+        "        v = is_max ? fmaxf(v, other) : v + other;",
+        "    }",
+        "    __syncthreads();",
+        "    return v;",
+        "}",
+        f'extern "C" __global__ void {name}(',
+        f"        const {storage}* __restrict__ q, const {storage}* __restrict__ k,",
+        f"        const {storage}* __restrict__ v, const {mask_storage}* __restrict__ mask,",
+        f"        {storage}* __restrict__ out, float* __restrict__ part,",
+        "        const tp_i64 heads, const tp_i64 group, const tp_i64 length, const tp_i64 keys,",
+        "        const tp_i64 dim, const tp_i64 mask_kind, const tp_i64 chunks,",
+        "        const tp_i64 chunk,",
+        "        const tp_i64 qb, const tp_i64 qh, const tp_i64 ql,",
+        "        const tp_i64 kb, const tp_i64 kh, const tp_i64 ks,",
+        "        const tp_i64 vb, const tp_i64 vh, const tp_i64 vs,",
+        "        const tp_i64 mb, const tp_i64 mh, const tp_i64 ml, const tp_i64 ms,",
+        "        const double scale) {",
+        f"    __shared__ float query[{MAX_HEAD_DIM}];",
+        f"    __shared__ float scores[{CHUNK}];",
+        "    __shared__ float shared[32];",
+        f"    __shared__ float sums[{_THREADS}];",
+        "    const tp_i64 row = blockIdx.x;               // (batch, head, query row)",
+        "    const tp_i64 i = row % length, bh = row / length;",
+        "    const tp_i64 h = bh % heads, bi = bh / heads, hk = h / group;",
+        "    const tp_i64 first = (tp_i64)blockIdx.y * chunk;",
+        "    const int tid = threadIdx.x;",
+        "    for (tp_i64 d = tid; d < dim; d += blockDim.x)",
+        f"        query[d] = (float){load.format('q[bi * qb + h * qh + i * ql + d]')} "
+        "* (float)scale;",
+        "    __syncthreads();",
+        "    const tp_i64 last = min(keys, first + chunk);",
+        f"    const {storage}* kr = k + bi * kb + hk * kh;",
+        f"    const {storage}* vr = v + bi * vb + hk * vh;",
+        "    float m = -__int_as_float(0x7f800000);",
+        "    for (tp_i64 j = first + tid; j < last; j += blockDim.x) {",
+        f"        const {storage}* key = kr + j * ks;",
+        "        float s = 0.0f;",
+        "        for (tp_i64 d = 0; d < dim; ++d)",
+        f"            s += query[d] * (float){load.format('key[d]')};",
+        "        if (mask_kind == 3) {",
+        "            if (j > i) s = -__int_as_float(0x7f800000);",
+        "        } else if (mask_kind != 0) {",
+        "            const tp_i64 mo = bi * mb + h * mh + i * ml + j * ms;",
+        f"            const float mv = (float){mask_load};",
+        "            if (mask_kind == 1) { if (mv == 0.0f) s = -__int_as_float(0x7f800000); }",
+        "            else s += mv;",
+        "        }",
+        "        scores[j - first] = s;",
+        "        m = fmaxf(m, s);",
+        "    }",
+        "    m = tp_block_reduce(m, shared, 1);",
+        "    float l = 0.0f;",
+        "    for (tp_i64 j = first + tid; j < last; j += blockDim.x) {",
+        "        const float p = (m == -__int_as_float(0x7f800000)) ? 0.0f "
+        ": __expf(scores[j - first] - m);",
+        "        scores[j - first] = p;",
+        "        l += p;",
+        "    }",
+        "    l = tp_block_reduce(l, shared, 0);   // its barrier also publishes scores",
+        "    const int groups = blockDim.x / (int)dim;",
+        "    const int g = tid / (int)dim, d = tid - g * (int)dim;",
+        "    float acc = 0.0f;",
+        "    if (g < groups) {",
+        "        for (tp_i64 j = first + g; j < last; j += groups)",
+        f"            acc += scores[j - first] * (float){load.format('vr[j * vs + d]')};",
+        "    }",
+        "    sums[tid] = acc;",
+        "    __syncthreads();",
+        "    if (tid < dim) {",
+        "        float total = 0.0f;",
+        "        for (int e = 0; e < groups; ++e) total += sums[e * (int)dim + tid];",
+        "        if (chunks == 1) {",
+        f"            out[row * dim + tid] = {_source.store_expr(dtype, 'total / l')};",
+        "        } else {",
+        "            float* mine = part + (row * chunks + blockIdx.y) * (dim + 2);",
+        "            mine[2 + tid] = total;",
+        "            if (tid == 0) { mine[0] = m; mine[1] = l; }",
+        "        }",
+        "    }",
+        "}",
+        "",
+    ])
+
+
+def _vector_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int,
+                   name: str) -> str:
+    """The vectorised split kernel for heads ``dim`` wide (see the module docstring)."""
+    storage = _source.storage_type(dtype)
+    load = _source.load_expr(dtype, "{}")
+    lanes_per_key, per_lane, vector = _vector_shape(dtype, dim)
+    groups = 32 // lanes_per_key
+    slots = _VECTOR_WARPS * groups
+    if mask_dtype is None or mask_dtype == _U8:
+        mask_storage, mask_load = "unsigned char", "mask[mo]"
+    else:
+        mask_storage = _source.storage_type(mask_dtype)
+        mask_load = _source.load_expr(mask_dtype, "mask[mo]")
+    if dtype.itemsize == 4:
+        unpack = ["            vals[4 * r + 0] = __uint_as_float(raw.x);",
+                  "            vals[4 * r + 1] = __uint_as_float(raw.y);",
+                  "            vals[4 * r + 2] = __uint_as_float(raw.z);",
+                  "            vals[4 * r + 3] = __uint_as_float(raw.w);"]
+    else:
+        half = "tp_ld_bf16" if dtype == np.dtype("bfloat16") else "tp_ld_f16"
+        unpack = ["            const unsigned int words[4] = {raw.x, raw.y, raw.z, raw.w};",
+                  "            for (int t = 0; t < 4; ++t) {",
+                  f"                vals[8 * r + 2 * t] = {half}((unsigned short)(words[t] & "
+                  "0xffffu));",
+                  f"                vals[8 * r + 2 * t + 1] = {half}((unsigned short)(words[t] "
+                  ">> 16));",
+                  "            }"]
+
+    def read_row(pointer: str) -> list[str]:
+        return [f"        for (int r = 0; r < {per_lane}; ++r) {{",
+                f"            const uint4 raw = valid ? ((const uint4*)({pointer}))"
+                f"[r * {lanes_per_key} + sub] : make_uint4(0u, 0u, 0u, 0u);",
+                *unpack,
+                "        }"]
+    return "\n".join([
+        _source.HELPERS,
+        "#define TP_NEG_INF (-__int_as_float(0x7f800000))",
+        f'extern "C" __global__ void __launch_bounds__({32 * _VECTOR_WARPS}) {name}(',
+        f"        const {storage}* __restrict__ q, const {storage}* __restrict__ k,",
+        f"        const {storage}* __restrict__ v, const {mask_storage}* __restrict__ mask,",
+        f"        {storage}* __restrict__ out, float* __restrict__ part,",
+        "        const tp_i64 heads, const tp_i64 group, const tp_i64 length, const tp_i64 keys,",
+        "        const tp_i64 dim, const tp_i64 mask_kind, const tp_i64 chunks,",
+        "        const tp_i64 chunk,",
+        "        const tp_i64 qb, const tp_i64 qh, const tp_i64 ql,",
+        "        const tp_i64 kb, const tp_i64 kh, const tp_i64 ks,",
+        "        const tp_i64 vb, const tp_i64 vh, const tp_i64 vs,",
+        "        const tp_i64 mb, const tp_i64 mh, const tp_i64 ml, const tp_i64 ms,",
+        "        const double scale) {",
+        f"    __shared__ float slot_max[{slots}], slot_sum[{slots}];",
+        f"    __shared__ float slot_out[{slots}][{dim}];",
+        "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;",
+        f"    const int g = lane / {lanes_per_key}, sub = lane % {lanes_per_key};",
+        f"    const int slot = warp * {groups} + g;",
+        "    const tp_i64 row = blockIdx.x;               // (batch, head, query row)",
+        "    const tp_i64 i = row % length, bh = row / length;",
+        "    const tp_i64 h = bh % heads, bi = bh / heads, hk = h / group;",
+        "    const tp_i64 first = (tp_i64)blockIdx.y * chunk;",
+        "    const tp_i64 last = min(keys, first + chunk);",
+        f"    float qv[{per_lane * vector}], acc[{per_lane * vector}], vals[{per_lane * vector}];",
+        f"    for (int r = 0; r < {per_lane}; ++r)",
+        f"        for (int e = 0; e < {vector}; ++e) {{",
+        f"            const tp_i64 d = (tp_i64)(r * {lanes_per_key} + sub) * {vector} + e;",
+        f"            qv[r * {vector} + e] = "
+        f"(float){load.format('q[bi * qb + h * qh + i * ql + d]')} * (float)scale;",
+        f"            acc[r * {vector} + e] = 0.0f;",
+        "        }",
+        f"    const {storage}* kr = k + bi * kb + hk * kh;",
+        f"    const {storage}* vr = v + bi * vb + hk * vh;",
+        "    float m = TP_NEG_INF, l = 0.0f;",
+        # the loop's trip count is the same for the whole warp: its shuffles need every lane
+        f"    for (tp_i64 base = first + warp * {groups}; base < last; base += {slots}) {{",
+        "        const tp_i64 j = base + g;",
+        "        const bool valid = j < last;",
+        *read_row("kr + j * ks"),
+        "        float s = 0.0f;",
+        f"        for (int e = 0; e < {per_lane * vector}; ++e) s += qv[e] * vals[e];",
+        f"        for (int o = {lanes_per_key // 2}; o > 0; o >>= 1)",
+        "            s += __shfl_xor_sync(0xffffffffu, s, o);",
+        "        bool keep = valid;",
+        "        if (mask_kind == 3) {",
+        "            keep = keep && j <= i;",
+        "        } else if (mask_kind != 0 && keep) {",
+        "            const tp_i64 mo = bi * mb + h * mh + i * ml + j * ms;",
+        f"            const float mv = (float){mask_load};",
+        "            if (mask_kind == 1) keep = mv != 0.0f;",
+        "            else s += mv;",
+        "        }",
+        "        if (!keep) s = TP_NEG_INF;",
+        "        const float m_new = fmaxf(m, s);",
+        "        if (m_new != TP_NEG_INF) {   // else nothing is kept yet in this group",
+        "            const float rescale = __expf(m - m_new), p = __expf(s - m_new);",
+        "            l = l * rescale + p;",
+        "            m = m_new;",
+        *read_row("vr + j * vs"),
+        f"            for (int e = 0; e < {per_lane * vector}; ++e)",
+        "                acc[e] = acc[e] * rescale + p * vals[e];",
+        "        }",
+        "    }",
+        "    if (sub == 0) { slot_max[slot] = m; slot_sum[slot] = l; }",
+        "    __syncthreads();",
+        "    float top = TP_NEG_INF;",
+        f"    for (int t = 0; t < {slots}; ++t) top = fmaxf(top, slot_max[t]);",
+        "    const float mine = m == TP_NEG_INF ? 0.0f : __expf(m - top);",
+        f"    for (int r = 0; r < {per_lane}; ++r)",
+        f"        for (int e = 0; e < {vector}; ++e)",
+        f"            slot_out[slot][(r * {lanes_per_key} + sub) * {vector} + e] = "
+        f"acc[r * {vector} + e] * mine;",
+        "    __syncthreads();",
+        "    float total_sum = 0.0f;",
+        f"    for (int t = 0; t < {slots}; ++t)",
+        "        if (slot_max[t] != TP_NEG_INF)",
+        "            total_sum += slot_sum[t] * __expf(slot_max[t] - top);",
+        f"    for (int d = threadIdx.x; d < {dim}; d += blockDim.x) {{",
+        "        float total = 0.0f;",
+        f"        for (int t = 0; t < {slots}; ++t) total += slot_out[t][d];",
+        "        if (chunks == 1) {",
+        f"            out[row * {dim} + d] = {_source.store_expr(dtype, 'total / total_sum')};",
+        "        } else {",
+        f"            float* partial = part + (row * chunks + blockIdx.y) * {dim + 2};",
+        "            partial[2 + d] = total;",
+        "            if (d == 0) { partial[0] = top; partial[1] = total_sum; }",
+        "        }",
+        "    }",
+        "}",
+        "",
+    ])
+
+
+def _vector_shape(dtype: np.dtype, dim: int) -> tuple[int, int, int]:
+    """``(lanes per key row, 16-byte vectors per lane, elements per vector)`` of the vectorised
+    kernel for heads ``dim`` wide, or ``(0, 0, 0)`` where it does not apply."""
+    vector = 16 // dtype.itemsize
+    if dim % vector:
+        return 0, 0, 0
+    loads = dim // vector
+    if loads <= 32 and 32 % loads == 0:
+        return loads, 1, vector
+    if loads % 32 == 0:
+        return 32, loads // 32, vector
+    return 0, 0, 0
+
+
+def _combine_source(dtype: np.dtype, name: str) -> str:
+    storage = _source.storage_type(dtype)
+    return "\n".join([
+        _source.HELPERS,
+        f'extern "C" __global__ void {name}(const float* __restrict__ part,',
+        f"        {storage}* __restrict__ out, const tp_i64 dim, const tp_i64 chunks) {{",
+        "    const tp_i64 row = blockIdx.x;",
+        "    const float* parts = part + row * chunks * (dim + 2);",
+        "    float m = -__int_as_float(0x7f800000);",
+        "    for (tp_i64 c = 0; c < chunks; ++c) m = fmaxf(m, parts[c * (dim + 2)]);",
+        "    for (tp_i64 d = threadIdx.x; d < dim; d += blockDim.x) {",
+        "        float total = 0.0f, l = 0.0f;",
+        "        for (tp_i64 c = 0; c < chunks; ++c) {",
+        "            const float* p = parts + c * (dim + 2);",
+        "            const float w = (p[0] == -__int_as_float(0x7f800000)) ? 0.0f "
+        ": __expf(p[0] - m);",
+        "            total += w * p[2 + d];",
+        "            l += w * p[1];",
+        "        }",
+        f"        out[row * dim + d] = {_source.store_expr(dtype, 'total / l')};",
+        "    }",
+        "}",
+        "",
+    ])
+
+
+def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, name: str) -> str:
+    storage = _source.storage_type(dtype)
+    load = _source.load_expr(dtype, "{}")
+    if mask_dtype is None or mask_dtype == _U8:
+        mask_storage, mask_load = "unsigned char", "mask[mo]"
+    else:
+        mask_storage = _source.storage_type(mask_dtype)
+        mask_load = _source.load_expr(mask_dtype, "mask[mo]")
+    per_lane = TILED_HEAD_DIM // 32
+    return "\n".join([
+        _source.HELPERS,
+        "#define TP_NEG_INF (-__int_as_float(0x7f800000))",
+        f'extern "C" __global__ void {name}(',
+        f"        const {storage}* __restrict__ q, const {storage}* __restrict__ k,",
+        f"        const {storage}* __restrict__ v, const {mask_storage}* __restrict__ mask,",
+        f"        {storage}* __restrict__ out, float* __restrict__ part,",
+        "        const tp_i64 heads, const tp_i64 group, const tp_i64 length, const tp_i64 keys,",
+        "        const tp_i64 dim, const tp_i64 mask_kind, const tp_i64 chunks,",
+        "        const tp_i64 chunk,",
+        "        const tp_i64 qb, const tp_i64 qh, const tp_i64 ql,",
+        "        const tp_i64 kb, const tp_i64 kh, const tp_i64 ks,",
+        "        const tp_i64 vb, const tp_i64 vh, const tp_i64 vs,",
+        "        const tp_i64 mb, const tp_i64 mh, const tp_i64 ml, const tp_i64 ms,",
+        "        const double scale) {",
+        # a key row padded to an odd length: lane j reads row j at one d without bank conflicts
+        f"    __shared__ float kt[32][{TILED_HEAD_DIM + 1}];",
+        f"    __shared__ float vt[32][{TILED_HEAD_DIM}];",
+        f"    __shared__ float qs[{_TILED_ROWS}][{TILED_HEAD_DIM}];",
+        "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;",
+        "    const tp_i64 bh = blockIdx.y, h = bh % heads, bi = bh / heads, hk = h / group;",
+        f"    const tp_i64 i = (tp_i64)blockIdx.x * {_TILED_ROWS} + warp;   // this warp's row",
+        "    const bool live = i < length;",
+        "    if (live)",
+        "        for (tp_i64 d = lane; d < dim; d += 32)",
+        f"            qs[warp][d] = (float){load.format('q[bi * qb + h * qh + i * ql + d]')}"
+        " * (float)scale;",
+        f"    const tp_i64 block_last = min(length, (tp_i64)(blockIdx.x + 1) * {_TILED_ROWS}) - 1;",
+        "    const tp_i64 end = mask_kind == 3 ? min(keys, block_last + 1) : keys;",
+        f"    const {storage}* kr = k + bi * kb + hk * kh;",
+        f"    const {storage}* vr = v + bi * vb + hk * vh;",
+        f"    float m = TP_NEG_INF, l = 0.0f, acc[{per_lane}];",
+        f"    for (int c = 0; c < {per_lane}; ++c) acc[c] = 0.0f;",
+        "    for (tp_i64 t0 = 0; t0 < end; t0 += 32) {",
+        "        __syncthreads();   // the previous tile is consumed (the first: qs is written)",
+        "        for (tp_i64 e = threadIdx.x; e < 32 * dim; e += blockDim.x) {",
+        "            const tp_i64 r = e / dim, d = e - r * dim, j = t0 + r;",
+        "            float kv = 0.0f, vv = 0.0f;",
+        "            if (j < keys) {",
+        f"                kv = (float){load.format('kr[j * ks + d]')};",
+        f"                vv = (float){load.format('vr[j * vs + d]')};",
+        "            }",
+        "            kt[r][d] = kv;",
+        "            vt[r][d] = vv;",
+        "        }",
+        "        __syncthreads();",
+        "        if (!live) continue;",
+        "        const tp_i64 j = t0 + lane;",
+        "        float s = 0.0f;",
+        "        for (tp_i64 d = 0; d < dim; ++d) s += qs[warp][d] * kt[lane][d];",
+        "        bool keep = j < keys;",
+        "        if (mask_kind == 3) {",
+        "            keep = keep && j <= i;",
+        "        } else if (mask_kind != 0 && keep) {",
+        "            const tp_i64 mo = bi * mb + h * mh + i * ml + j * ms;",
+        f"            const float mv = (float){mask_load};",
+        "            if (mask_kind == 1) keep = mv != 0.0f;",
+        "            else s += mv;",
+        "        }",
+        "        if (!keep) s = TP_NEG_INF;",
+        "        float top = s;",
+        "        for (int o = 16; o > 0; o >>= 1)",
+        "            top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, o));",
+        "        const float m_new = fmaxf(m, top);",
+        "        const float p = m_new == TP_NEG_INF ? 0.0f : __expf(s - m_new);",
+        "        const float rescale = m == TP_NEG_INF ? 0.0f : __expf(m - m_new);",
+        "        float total = p;",
+        "        for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);",
+        "        l = l * rescale + total;",
+        "        m = m_new;",
+        f"        for (int c = 0; c < {per_lane}; ++c) acc[c] *= rescale;",
+        "        for (int jj = 0; jj < 32; ++jj) {",
+        "            const float pj = __shfl_sync(0xffffffffu, p, jj);",
+        f"            for (int c = 0; c < {per_lane}; ++c) {{",
+        "                const int d = lane + 32 * c;",
+        "                if (d < dim) acc[c] += pj * vt[jj][d];",
+        "            }",
+        "        }",
+        "    }",
+        "    if (!live) return;",
+        "    const tp_i64 row = bh * length + i;",
+        f"    for (int c = 0; c < {per_lane}; ++c) {{",
+        "        const tp_i64 d = lane + 32 * c;",
+        f"        if (d < dim) out[row * dim + d] = {_source.store_expr(dtype, 'acc[c] / l')};",
+        "    }",
+        "}",
+        "",
+    ])
+
+
+def _attention_kernels(dtype: np.dtype, mask_dtype: np.dtype | None):
+    """``(plain split kernel, its combining kernel, tiled kernel)`` for these dtypes."""
+    mask_name = "none" if mask_dtype is None else mask_dtype.name
+    name = f"tp_attention_{dtype.name}_{mask_name}"
+
+    def make():
+        kernel = cupy.RawKernel(_attention_source(dtype, mask_dtype, name), name)
+        return PackedLaunch(kernel, _ATTENTION_SLOTS, scalar_format="d")
+
+    def make_combine():
+        combine = f"tp_attention_combine_{dtype.name}"
+        return PackedLaunch(cupy.RawKernel(_combine_source(dtype, combine), combine), 4)
+
+    def make_tiled():
+        tiled = f"tp_attention_tiled_{dtype.name}_{mask_name}"
+        kernel = cupy.RawKernel(_tiled_source(dtype, mask_dtype, tiled), tiled)
+        return PackedLaunch(kernel, _ATTENTION_SLOTS, scalar_format="d")
+    return (_kernel_cache.cached(("attention", dtype, mask_dtype), make),
+            _kernel_cache.cached(("attention_combine", dtype), make_combine),
+            _kernel_cache.cached(("attention_tiled", dtype, mask_dtype), make_tiled))
+
+
+def _vector_kernel(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int) -> PackedLaunch:
+    mask_name = "none" if mask_dtype is None else mask_dtype.name
+    name = f"tp_attention_vector_{dtype.name}_{mask_name}_{dim}"
+
+    def make():
+        kernel = cupy.RawKernel(_vector_source(dtype, mask_dtype, dim, name), name)
+        return PackedLaunch(kernel, _ATTENTION_SLOTS, scalar_format="d")
+    return _kernel_cache.cached(("attention_vector", dtype, mask_dtype, dim), make)
+
+
+def _vector_applies(q, k, v, dim: int) -> bool:
+    """Whether the vectorised kernel can read ``k`` and ``v`` (16-byte aligned rows)."""
+    if not _vector_shape(q.dtype, dim)[0]:
+        return False
+    vector = 16 // q.dtype.itemsize
+    return all(a.data.ptr % 16 == 0 and all(s % vector == 0 for s in _strides(a)[:3])
+               for a in (k, v))
+
+
+def _fill(found, q, k, v, mask, out, part, heads: int, length: int, keys: int, dim: int,
+          kind: int, chunks: int, chunk: int, mask_strides: tuple[int, ...],
+          scale: float) -> None:
+    """Write the attention kernels' parameters (one slot layout for both) into ``found``."""
+    values = found[0]
+    values[0], values[1], values[2] = q.data.ptr, k.data.ptr, v.data.ptr
+    values[3] = 0 if mask is None else mask.data.ptr
+    values[4], values[5] = out.data.ptr, 0 if part is None else part.data.ptr
+    values[6], values[7], values[8], values[9] = heads, heads // k.shape[1], length, keys
+    values[10], values[11], values[12], values[13] = dim, kind, chunks, chunk
+    values[14:23] = array("Q", _strides(q)[:3] + _strides(k)[:3] + _strides(v)[:3])
+    values[23:27] = array("Q", mask_strides)
+    found[3][27] = scale
+
+
+def _strides(array) -> tuple[int, ...]:
+    itemsize = array.dtype.itemsize
+    return tuple(s // itemsize if n > 1 else 0 for s, n in zip(array.strides, array.shape))
+
+
+def attention(q, k, v, mask, out, scale: float, causal: bool) -> None:
+    """``out[...] = softmax(q @ k.mT * scale + mask) @ v`` (see the module docstring) on
+    CuPy's current stream: ``q`` ``(B, H, L, D)``, ``k``/``v`` ``(B, Hkv, S, D)``, all of one
+    dtype with unit stride along ``D``; ``mask`` None or broadcastable to ``(B, H, L, S)``
+    (bool, or additive of the query's dtype or float32); ``out`` C-contiguous ``(B, H, L,
+    D)``.
+
+    Pitfall: the unit stride along ``D`` and ``out``'s contiguity are the caller's promise, not
+    checked here (the backend's ``attention`` hook checks the strides).
+
+    Raises:
+        TypeError: dtypes this kernel does not take (see ``ATTENTION_DTYPES``).
+        ValueError: shapes or layouts it does not take.
+    """
+    dtype = q.dtype
+    if dtype not in ATTENTION_DTYPES or k.dtype != dtype or v.dtype != dtype or \
+            out.dtype != dtype:
+        raise TypeError(f"attention needs q, k, v and out of one dtype among float16, "
+                        f"bfloat16 and float32, got {q.dtype}, {k.dtype}, {v.dtype}, "
+                        f"{out.dtype}")
+    batch, heads, length, dim = q.shape
+    keys = k.shape[2]
+    if k.ndim != 4 or v.shape != k.shape or k.shape[0] != batch or k.shape[3] != dim or \
+            heads % k.shape[1] or dim > MAX_HEAD_DIM or out.shape != q.shape:
+        raise ValueError(f"attention: unsupported shapes or layouts q {q.shape}, k {k.shape}, "
+                         f"v {v.shape}, out {out.shape}")
+    if out.size == 0:
+        return
+    mask_strides: tuple[int, ...]   # in elements, one per dimension of the 4-d scores
+    if mask is None:
+        mask_dtype, mask_strides = None, (0, 0, 0, 0)
+    else:   # read in place through its strides: 0 along the broadcast dimensions
+        mask_dtype = mask.dtype
+        if mask_dtype == np.bool_:
+            mask_dtype = _U8   # bool is one byte: read as unsigned char
+        itemsize = mask.itemsize
+        pad = 4 - mask.ndim
+        mask_strides = tuple(
+            0 if i < pad or mask.shape[i - pad] == 1 else mask.strides[i - pad] // itemsize
+            for i in range(4))
+    kind = _CAUSAL if causal else (_NO_MASK if mask is None else
+                                   _BOOL_MASK if mask_dtype == _U8 else _ADD_MASK)
+    packed, combine, tiled = _attention_kernels(dtype, mask_dtype)
+    device = q.data.device_id
+    rows = batch * heads * length
+    if length > DECODE_QUERIES and dim <= TILED_HEAD_DIM and batch * heads <= _GRID_Y_CAP:
+        key = ("attention_tiled", dtype, mask_dtype)
+        if not _kernel_cache.is_warm(key, device):
+            _kernel_cache.warm(key, device, lambda: tiled.kernel.kernel)
+        found = tiled.buffers.get(thread_ident()) or tiled.buffer()
+        _fill(found, q, k, v, mask, out, None, heads, length, keys, dim, kind, 1, keys,
+              mask_strides, scale)
+        tiled.launch_2d(-(-length // _TILED_ROWS), batch * heads, 32 * _TILED_ROWS, found[1])
+        return
+    if _vector_applies(q, k, v, dim):
+        packed = _vector_kernel(dtype, mask_dtype, dim)
+        warm_key: tuple = ("attention_vector", dtype, mask_dtype, dim)
+        blocks_wanted, step, threads = _BLOCKS_WANTED, 32, 32 * _VECTOR_WARPS
+    else:
+        warm_key = ("attention", dtype, mask_dtype)
+        blocks_wanted, step, threads = _PLAIN_BLOCKS_WANTED, 128, _THREADS
+    if not _kernel_cache.is_warm(warm_key, device):
+        _kernel_cache.warm(warm_key, device, lambda: (packed.kernel.kernel,
+                                                      combine.kernel.kernel))
+    wanted = -(-blocks_wanted // rows)
+    chunk = min(CHUNK, max(step, (-(-keys // wanted) + step - 1) // step * step))
+    chunks = -(-keys // chunk)
+    if chunks > _GRID_Y_CAP:
+        chunk = -(-keys // _GRID_Y_CAP)
+        chunks = -(-keys // chunk)
+    part = None if chunks == 1 else cupy.empty(rows * chunks * (dim + 2), np.float32)
+    found = packed.buffers.get(thread_ident()) or packed.buffer()
+    _fill(found, q, k, v, mask, out, part, heads, length, keys, dim, kind, chunks, chunk,
+          mask_strides, scale)
+    packed.launch_2d(rows, chunks, threads, found[1])
+    if part is not None:
+        found = combine.buffers.get(thread_ident()) or combine.buffer()
+        values = found[0]
+        values[0], values[1], values[2], values[3] = part.data.ptr, out.data.ptr, dim, chunks
+        combine(rows, min(1024, max(32, dim)), found[1])

@@ -866,6 +866,16 @@ class CachingAllocator:
                 if not pool.segments:
                     del self._pools[pool_id]
 
+    def pool_contains(self, pool_id: Any, ptr: int) -> bool:
+        """Whether device address ``ptr`` lies in a segment of the private pool ``pool_id``
+        (False for an unknown pool)."""
+        with self._held:
+            pool = self._pools.get(pool_id)
+            if pool is None:
+                return False
+            return any(base <= ptr < base + segment.size
+                       for base, segment in pool.segments.items())
+
     def begin_allocate_to_pool(self, pool_id: Any, stream: Any) -> None:
         """Route mallocs on ``stream`` to the live pool ``pool_id`` until the matching
         :meth:`end_allocate_to_pool`; nested routes of one stream stack (last wins)."""

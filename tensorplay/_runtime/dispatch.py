@@ -124,9 +124,11 @@ def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype) -> A
         index, allocation.ptr, nbytes, dtype.numpy, shape, None, allocation)
 
 
-#: native stream -> ``watcher(kernel)`` for the streams recording an open while body (Note
-#: [while predicate writes] in ``_runtime/writes.py``); empty outside such bodies.
-body_watchers: dict = {}
+#: native stream -> ``watcher(kernel)``, called after each launch on that stream: a capture
+#: keeps its inputs (Note [captured inputs] in ``accelerator/graphs.py``), an open while body
+#: notes what its kernels write (Note [write records] in ``_runtime/writes.py``), ``tp.compile``
+#: records its warm-up (``_tensor/rewrite.py``); empty outside these.
+launch_watchers: dict = {}
 
 
 def launch(device: _device_cls, kernel: Callable[[], None]) -> None:
@@ -157,8 +159,8 @@ def launch_native(device: _device_cls, kernel: Callable[[], None]) -> None:
     except KeyError:
         stream = _state.current_native_stream(index)
     _selection.accelerator.launch(stream, kernel)  # type: ignore[union-attr]  # as in empty
-    if body_watchers:
-        watcher = body_watchers.get(stream)
+    if launch_watchers:
+        watcher = launch_watchers.get(stream)
         if watcher is not None:
             watcher(kernel)
 

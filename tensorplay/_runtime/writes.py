@@ -23,7 +23,7 @@ classic slip is ``flag = counter < 5``: it binds the name ``flag`` to a new tens
 reading the old one, and the replay never ends. The capture cannot look inside a kernel, but
 every tensor op hands ``dispatch.launch`` a kernel that closes over the arrays it reads and writes
 (the contract in ``dispatch``). So while a while body is open, ``Graph`` registers the body's
-stream (and the streams of bodies nested in it) in ``dispatch.body_watchers``, and each kernel
+stream (and the streams of bodies nested in it) in ``dispatch.launch_watchers``, and each kernel
 launched there is scanned (:func:`referenced_ranges`) for the device memory it references. The
 scan is conservative: an object it cannot see into (a fused kernel object, a backend method), too
 many objects, or a graph replayed inside the body means "may write anything".
@@ -186,9 +186,20 @@ def referenced_ranges(kernel, backend) -> list[tuple[int, int]] | None:
     """The device byte ranges of every ``xp`` array ``kernel`` can reach through its closure,
     partial arguments, bound objects and containers; None when something cannot be seen into
     (Note [write records])."""
+    arrays = referenced_arrays(kernel, backend)
+    if arrays is None:
+        return None
+    spans = (array_range(array, backend) for array in arrays)
+    return [span for span in spans if span is not None]
+
+
+def referenced_arrays(kernel, backend) -> list | None:
+    """Every ``xp`` array ``kernel`` can reach through its closure, partial arguments, bound
+    objects and containers (host arrays of sim included); None when something cannot be seen
+    into."""
     device_array = backend.xp.ndarray
     leaves = _leaf_types(backend)
-    ranges: list[tuple[int, int]] = []
+    arrays: list = []
     seen: set[int] = set()
     pending = [kernel]
     while pending:
@@ -199,9 +210,7 @@ def referenced_ranges(kernel, backend) -> list[tuple[int, int]] | None:
         if len(seen) > _MAX_OBJECTS:
             return None
         if isinstance(item, device_array):
-            span = array_range(item, backend)
-            if span is not None:
-                ranges.append(span)
+            arrays.append(item)
         elif isinstance(item, leaves):
             continue
         elif is_tensor(item):
@@ -227,7 +236,7 @@ def referenced_ranges(kernel, backend) -> list[tuple[int, int]] | None:
             pending.extend(item.values())
         else:
             return None
-    return ranges
+    return arrays
 
 
 def _cell_values(cells) -> list:

@@ -24,7 +24,7 @@ How:
    ``linear`` and every elementwise op without ``out=`` (``elementwise._execute``) hand it their
    operands and run as usual; it notes each op, which earlier recorded op produced each operand,
    the result's shape and dtype, and how many kernels the stream launched before and after it
-   (through ``dispatch.body_watchers``). Ops called inside these ops are not seen.
+   (through ``dispatch.launch_watchers``). Ops called inside these ops are not seen.
 2. *Planning.* :meth:`Recorder.groups` finds the groups above among ops with no other kernel
    launched between them, whose intermediate tensors were dead once the warm-up returned
    (nothing else kept them).
@@ -132,8 +132,8 @@ class Recorder:
 
     def __enter__(self) -> "Recorder":
         global active
-        self._outer = _dispatch.body_watchers.get(self._stream)
-        _dispatch.body_watchers[self._stream] = self._watch
+        self._outer = _dispatch.launch_watchers.get(self._stream)
+        _dispatch.launch_watchers[self._stream] = self._watch
         active = self
         return self
 
@@ -141,9 +141,9 @@ class Recorder:
         global active
         active = None
         if self._outer is None:
-            _dispatch.body_watchers.pop(self._stream, None)
+            _dispatch.launch_watchers.pop(self._stream, None)
         else:
-            _dispatch.body_watchers[self._stream] = self._outer
+            _dispatch.launch_watchers[self._stream] = self._outer
 
     def _watch(self, kernel) -> None:
         self.launches += 1
@@ -345,8 +345,8 @@ class Rewriter:
         ``device``."""
         global active
         self._stream = stream = _dispatch.current_native_stream(self._device)
-        self._outer = _dispatch.body_watchers.get(stream)
-        _dispatch.body_watchers[stream] = self._watch
+        self._outer = _dispatch.launch_watchers.get(stream)
+        _dispatch.launch_watchers[stream] = self._watch
         active = self
         return self
 
@@ -355,9 +355,9 @@ class Rewriter:
         active = None
         self._finished = True
         if self._outer is None:
-            _dispatch.body_watchers.pop(self._stream, None)
+            _dispatch.launch_watchers.pop(self._stream, None)
         else:
-            _dispatch.body_watchers[self._stream] = self._outer
+            _dispatch.launch_watchers[self._stream] = self._outer
 
     def _watch(self, kernel) -> None:
         if self._group is not None:   # the group's ops launch nothing until its last

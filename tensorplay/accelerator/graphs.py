@@ -11,6 +11,11 @@ What to know before capturing:
   else while the graph or a tensor from it lives (Note [graph pool lifetime] in
   ``_runtime/allocator.py``). Graphs that share a pool may reuse each other's memory, so they
   must replay in the order they were captured.
+- **Inputs are kept.** Device memory the captured work reads or writes that lies outside the
+  graph's pool (tensors made before the capture) stays allocated while the graph holds its
+  capture, even when your last reference to the tensor is gone, because every replay touches
+  it again (Note [captured inputs]). ``reset()`` lets go of it. Change such an input in place
+  (``copy_``, ``stage_and_launch``) to feed a replay new values; rebinding a name does not.
 - **Outputs are overwritten.** A replay writes the same memory every time: tensors produced during
   capture hold the values of the latest replay. ``clone()`` what you want to keep.
 - **Unsafe calls.** Anything that waits for the device — ``item``, ``tolist``, ``numpy``/``cpu``,
@@ -47,9 +52,9 @@ from typing import Any, Callable
 
 from .._runtime import capture as _capture, device as _device, state as _state
 from .._runtime.allocator import device_allocator as _allocator
-from .._runtime.dispatch import body_watchers as _body_watchers
+from .._runtime.dispatch import launch_watchers as _launch_watchers
 from .._runtime.select import require_accelerator
-from .._runtime.writes import WhileBodyWatch
+from .._runtime.writes import WhileBodyWatch, referenced_arrays
 from ..backends import capability as _capability
 from .._tensor import random as _random
 from ._staging import plan_staging
@@ -170,6 +175,10 @@ class Graph:
         self._context_streams: list[Stream] = []
         self._staging_plan = None
         self._write_back: tuple[int, ...] = ()
+        # Note [captured inputs]: id -> the arrays (or opaque kernels) the capture reads that
+        # lie outside its pool, and the launch watcher the capture stream had before it
+        self._kept: dict[int, Any] = {}
+        self._outer_watcher: Callable | None = None
 
     # -- pools ------------------------------------------------------------------------------
     @staticmethod
@@ -255,6 +264,9 @@ class Graph:
         self._refusal = self._discarded_because = None
         _capture.register_capture(self._record)
         _note_capturing(stream._native, self)
+        self._kept = {}
+        self._outer_watcher = _launch_watchers.get(stream._native)
+        _launch_watchers[stream._native] = self._watch_capture_stream
 
     def capture_end(self) -> None:
         """End capture and compile the executable (paid here, not on first replay).
@@ -310,6 +322,11 @@ class Graph:
         record: _capture.CaptureRecord = self._record  # type: ignore[assignment]   # capturing
         _capture.unregister_capture(record)
         _forget_capturing(self._capture_stream._native)
+        if self._outer_watcher is None:
+            _launch_watchers.pop(self._capture_stream._native, None)
+        else:
+            _launch_watchers[self._capture_stream._native] = self._outer_watcher
+        self._outer_watcher = None
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id,
                                                             self._capture_stream._native)
         if restore_stream and record.thread_id == threading.get_ident():
@@ -327,7 +344,7 @@ class Graph:
         backend = self._backend
         while self._bodies:
             body = self._bodies.pop()[0]
-            _body_watchers.pop(body._native, None)
+            _launch_watchers.pop(body._native, None)
             _forget_capturing(body._native)
             try:
                 backend.end_conditional(body._native)
@@ -342,6 +359,7 @@ class Graph:
                 native_graph = None
         self._finish_capture(restore_stream)
         self._refusal = None
+        self._kept = {}
         backend.graph_destroy(native_graph, None)
         self._release_pool()
 
@@ -378,21 +396,50 @@ class Graph:
         self._bodies.append((body, parent, watch, kind, later))
         self._record.body_streams.append(body_native)  # type: ignore[union-attr]   # capturing
         _note_capturing(body_native, self)
-        if any(entry[2] is not None for entry in self._bodies):
-            _body_watchers[body_native] = self._note_body_work
+        _launch_watchers[body_native] = self._note_body_work
         _streams.set_current_stream(body)
 
     def _leave_body(self, body: Stream) -> None:
         """Forget ``body`` (the innermost open body, whose capture the backend ended)."""
         self._bodies.pop()
-        _body_watchers.pop(body._native, None)
+        _launch_watchers.pop(body._native, None)
         _forget_capturing(body._native)
         self._record.body_streams.remove(body._native)  # type: ignore[union-attr]   # capturing
         _allocator(self._device_index).end_allocate_to_pool(self._pool_id, body._native)
 
+    def _watch_capture_stream(self, kernel) -> None:
+        """The capture stream's launch watcher: keep the kernel's inputs, then hand it to the
+        watcher the stream had before the capture, if any."""
+        self._keep_inputs(kernel)
+        if self._outer_watcher is not None:
+            self._outer_watcher(kernel)
+
+    def _keep_inputs(self, kernel) -> None:
+        """Note [captured inputs]: keep what ``kernel`` (None: a graph launch, whose own graph
+        keeps its inputs) references outside this graph's pool."""
+        if kernel is None:
+            return
+        arrays = referenced_arrays(kernel, self._backend)
+        if arrays is None:   # cannot be seen into: keep the kernel, and all it holds
+            self._kept[id(kernel)] = kernel
+            return
+        allocator, pool_id, pointer = _allocator(self._device_index), self._pool_id, \
+            self._backend.array_ptr
+        for array in arrays:
+            if id(array) in self._kept or array.size == 0:
+                continue
+            try:
+                inside = allocator.pool_contains(pool_id, pointer(array))
+            except (TypeError, ValueError):   # host memory (a sim kernel's NumPy constant)
+                continue
+            if not inside:
+                self._kept[id(array)] = array
+
     def _note_body_work(self, kernel) -> None:
         """Note [write records]: ``kernel`` (None: a graph launch) was recorded into
-        a body; every open while body of this graph may have been written by it."""
+        a body; every open while body of this graph may have been written by it. Its inputs
+        are kept as the capture stream's are (Note [captured inputs])."""
+        self._keep_inputs(kernel)
         for entry in self._bodies:
             watch = entry[2]
             if watch is not None:
@@ -612,7 +659,7 @@ class Graph:
             launch(handle)
         except Exception as error:
             self._launch_failed(error, stream._native)
-        if _body_watchers:   # replayed inside a while body: Note [write records]
+        if _launch_watchers:   # replayed inside a while body: Note [write records]
             _note_graph_launch(stream._native)
 
     def _refuse_replay_stream(self, stream) -> None:
@@ -647,7 +694,7 @@ class Graph:
             self._write_back)
         self._staged = True   # a launch that fails may leave the staging nodes set
         self._backend.stage_and_launch(exe, native, copies, copies_out)
-        if _body_watchers:   # Note [write records]
+        if _launch_watchers:   # Note [write records]
             _note_graph_launch(native)
         self._staged = bool(copies or copies_out)
         for index in slow_out:
@@ -688,6 +735,7 @@ class Graph:
         self._backend.graph_destroy(self._native_graph, self._exec)
         self._native_graph = self._exec = self._launch = None
         self._staged = False
+        self._kept = {}
         self._release_pool()
         self._pool_arg = None if not isinstance(self._pool_arg, tuple) else self._pool_arg
         self._staging_plan = None
@@ -771,10 +819,25 @@ class Graph:
         return f"<tensorplay.accelerator.Graph {state}, pool={self.pool()}>"
 
 
+# Note [captured inputs]
+# ----------------------
+# A captured kernel keeps raw device addresses; on cuda nothing else holds the tensors it reads.
+# A tensor made before the capture and dropped afterwards (the initial values of a while_loop
+# built before ``with g:``, a weight replaced by rebinding) would return its block to the
+# caching allocator, the next eager tensor of that size would take it, and every later replay
+# would read, or write, that tensor's bytes instead. Sim's graphs hold their kernels' closures,
+# so there it could not happen: the difference made a green sim run prove nothing. So while a
+# graph captures, a launch watcher on each of its streams scans every kernel's closure for the
+# arrays it references (``writes.referenced_arrays``, the scan the while-body write check
+# uses) and keeps those that lie outside the graph's pool until ``reset()`` (the pool's own
+# memory has its lifetime already: Note [graph pool lifetime]). A kernel the scan cannot see
+# into is kept whole. Only captures pay for the scan; an eager launch is unchanged.
+
+
 def _note_graph_launch(native_stream) -> None:
     """A graph launched into an open body: what it writes cannot be seen (Note [write
     records])."""
-    watcher = _body_watchers.get(native_stream)
+    watcher = _launch_watchers.get(native_stream)
     if watcher is not None:
         watcher(None)
 

@@ -219,6 +219,57 @@ def test_dropping_an_output_does_not_hand_its_memory_to_eager_code(dev):
     assert all(np.all(to_numpy(o) == -3.0) for o in others)
 
 
+def test_an_input_made_before_the_capture_stays_allocated_while_the_graph_lives(dev):
+    """Surprise (on a GPU a captured kernel holds raw addresses): ``del x`` after capturing
+    ``x * 2`` must not hand ``x``'s bytes to eager code, which would then feed every replay.
+    The graph keeps the inputs it reads until ``reset()``."""
+    x = tp.full((1024,), 3.0, device=dev)
+    g = Graph()
+    with g:
+        y = x * 2
+    del x
+    gc.collect()
+    others = [tp.full((1024,), -5.0, device=dev) for _ in range(16)]
+    g.replay()
+    assert np.all(to_numpy(y) == 6.0)
+    assert all(np.all(to_numpy(o) == -5.0) for o in others)
+
+
+def test_a_while_loop_started_from_tensors_made_before_the_capture(dev):
+    """Surprise: the initial values of a captured ``tp.while_loop`` are read again at every
+    replay; made before ``with g:`` and dropped, they must stay the graph's."""
+    def build():
+        start = tp.zeros(1, dtype=tp.int64, device=dev)
+        limit = tp.full((1,), 5, dtype=tp.int64, device=dev)
+        g = Graph()
+        with g:
+            final = tp.while_loop(lambda i: (i < limit).view(()), lambda i: (i + 1,),
+                                  (start,))[0]
+        return g, final
+    g, final = build()
+    gc.collect()
+    others = [tp.full((1,), 1000, dtype=tp.int64, device=dev) for _ in range(16)]
+    g.replay()
+    assert to_numpy(final).tolist() == [5]
+    assert all(to_numpy(o).tolist() == [1000] for o in others)
+
+
+def test_reset_lets_go_of_the_inputs_the_graph_kept(dev):
+    x = tp.full((1 << 16,), 1.0, device=dev)
+    g = Graph()
+    with g:
+        y = x + 1
+    gc.collect()
+    held = tp.accelerator.memory_allocated(dev)
+    del x
+    gc.collect()
+    assert tp.accelerator.memory_allocated(dev) == held   # the graph keeps x
+    g.reset()
+    gc.collect()
+    assert tp.accelerator.memory_allocated(dev) <= held - (1 << 18)
+    assert y.shape == (1 << 16,)
+
+
 def test_reset_keeps_the_outputs_you_still_hold(dev):
     """Surprise: ``reset()`` does not invalidate tensors from the capture; their memory lives as
     long as they do."""

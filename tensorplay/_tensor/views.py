@@ -62,6 +62,11 @@ def _sizes(args, what: str) -> tuple[int, ...]:
     """``f(2, 3)``, ``f((2, 3))`` and ``f([2, 3])`` all give ``(2, 3)``."""
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         args = tuple(args[0])
+    for size in args:
+        if type(size) is not int:
+            break
+    else:
+        return tuple(args)   # plain ints: the common case
     sizes = []
     for size in args:
         if isinstance(size, Tensor):
@@ -85,6 +90,10 @@ def infer_shape(shape: tuple[int, ...], numel: int, what: str = "view") -> tuple
     Raises:
         RuntimeError: more than one -1, a negative size, or a shape of the wrong size.
     """
+    if -1 not in shape and (not shape or min(shape) >= 0):   # nothing to infer
+        if math.prod(shape) != numel:
+            raise RuntimeError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        return tuple(shape)
     if builtins.sum(1 for s in shape if s == -1) > 1:
         raise RuntimeError(f"{what}: only one dimension can be inferred (-1), got "
                            f"{list(shape)}")
@@ -144,6 +153,9 @@ def view(tensor: Tensor, *shape) -> Tensor:
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int, np.integer, Tensor)):
         return _view_dtype(tensor, _dtype.to_dtype(shape[0]))
     new_shape = infer_shape(_sizes(shape, "view"), tensor.numel())
+    data = tensor._data
+    if data.flags.c_contiguous:   # any shape views C-contiguous memory: the array's reshape
+        return _make_view(tensor, data.reshape(new_shape))
     strides = view_strides(tensor.shape, tensor.stride(), new_shape)
     if strides is None:
         raise RuntimeError(f"view size is not compatible with input tensor's size and stride "

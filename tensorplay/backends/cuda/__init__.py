@@ -59,7 +59,7 @@ except Exception as exc:  # noqa: BLE001 - reported by create_backend, kept by t
 else:
     _IMPORT_ERROR = None
     from . import _activations, _attention, _bounds, _cupy_bridge, _elementwise, _graphs, \
-        _kernels, _matmul, _optim, _rows
+        _kernels, _matmul, _optim, _reduce, _rows
     from . import _streams
     from ._graphs import CudaExecutable, CudaGraph
 
@@ -581,6 +581,11 @@ class CudaBackend:
     # the attribute OptionalHooks.sum_kernel documents; mypy types no function attributes
     sum_kernel.limit = _SUM_SMALL_LIMIT  # type: ignore[attr-defined]
 
+    def reduce_axis(self, op: str, shape: tuple[int, ...], axis: int, dtype, acc, out):
+        """A launcher ``fn(x, out_array)`` of a sum, mean, amax or amin over the last or the
+        first dimension of a C-contiguous float array, or None: :func:`._reduce.reduce_axis`."""
+        return _reduce.reduce_axis(op, shape, axis, dtype, acc, out)
+
     def softmax(self, x, dim: int, out, log: bool) -> None:
         """``out[...] = (log_)softmax(x, dim)`` in one raw kernel:
         :func:`._activations.softmax`."""
@@ -605,24 +610,10 @@ class CudaBackend:
     def attention(self, q, k, v, mask, out, scale: float, causal: bool) -> bool:
         """Scaled dot-product attention in one raw kernel (two when the keys of few query rows
         are split; the tiled kernel for many rows and heads up to 128 wide):
-        :func:`._attention.attention`; False for what it does not take (float64, head dimensions
-        over 256, a last dimension that is not contiguous, a mask of another float dtype than
-        the query's or float32)."""
-        dtype = q.dtype
-        itemsize = dtype.itemsize
-        if dtype not in _attention.ATTENTION_DTYPES or k.dtype != dtype or v.dtype != dtype or \
-                q.shape[-1] > _attention.MAX_HEAD_DIM or (q.shape[-1] > 1 and (
-                    q.strides[-1] != itemsize or k.strides[-1] != itemsize
-                    or v.strides[-1] != itemsize)):
-            return False
-        if mask is not None and mask.dtype != np.bool_ and mask.dtype != dtype and \
-                mask.dtype != np.float32:
-            return False
-        if min(q.strides + k.strides + v.strides + (mask.strides if mask is not None else ())
-               + (0,)) < 0:
-            return False   # the kernel takes its strides unsigned
-        _attention.attention(q, k, v, mask, out, scale, causal)
-        return True
+        :func:`._attention.attention`; False for what it does not take (float64, head
+        dimensions over 256, a last dimension that is not contiguous, a mask of another float
+        dtype than the query's or float32)."""
+        return _attention.attention(q, k, v, mask, out, scale, causal)
 
     def adam_update(self, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr,
                     beta1: float, beta2: float, eps: float, weight_decay: float,

@@ -478,54 +478,99 @@ def _vector_applies(q, k, v, dim: int) -> bool:
                for a in (k, v))
 
 
-def _fill(found, q, k, v, mask, out, part, heads: int, length: int, keys: int, dim: int,
-          kind: int, chunks: int, chunk: int, mask_strides: tuple[int, ...],
-          scale: float) -> None:
-    """Write the attention kernels' parameters (one slot layout for both) into ``found``."""
-    values = found[0]
-    values[0], values[1], values[2] = q.data.ptr, k.data.ptr, v.data.ptr
-    values[3] = 0 if mask is None else mask.data.ptr
-    values[4], values[5] = out.data.ptr, 0 if part is None else part.data.ptr
-    values[6], values[7], values[8], values[9] = heads, heads // k.shape[1], length, keys
-    values[10], values[11], values[12], values[13] = dim, kind, chunks, chunk
-    values[14:23] = array("Q", _strides(q)[:3] + _strides(k)[:3] + _strides(v)[:3])
-    values[23:27] = array("Q", mask_strides)
-    found[3][27] = scale
-
-
 def _strides(array) -> tuple[int, ...]:
     itemsize = array.dtype.itemsize
     return tuple(s // itemsize if n > 1 else 0 for s, n in zip(array.strides, array.shape))
 
 
-def attention(q, k, v, mask, out, scale: float, causal: bool) -> None:
-    """``out[...] = softmax(q @ k.mT * scale + mask) @ v`` (see the module docstring) on
-    CuPy's current stream: ``q`` ``(B, H, L, D)``, ``k``/``v`` ``(B, Hkv, S, D)``, all of one
-    dtype with unit stride along ``D``; ``mask`` None or broadcastable to ``(B, H, L, S)``
-    (bool, or additive of the query's dtype or float32); ``out`` C-contiguous ``(B, H, L,
-    D)``.
+class _Plan:
+    """What one call signature launches: the kernels, grids and every parameter that is not
+    an address (``static``, slots 6 to 26), and the flash-decoding partials' size."""
 
-    Pitfall: the unit stride along ``D`` and ``out``'s contiguity are the caller's promise, not
-    checked here (the backend's ``attention`` hook checks the strides).
+    __slots__ = ("packed", "grid", "chunks", "threads", "static", "scale", "combine",
+                 "combine_threads", "part_size")
+
+    def __init__(self, packed, grid, chunks, threads, static, scale, combine, part_size,
+                 combine_threads):
+        self.packed, self.grid, self.chunks, self.threads = packed, grid, chunks, threads
+        self.static, self.scale = static, scale
+        self.combine, self.part_size = combine, part_size
+        self.combine_threads = combine_threads
+
+
+#: call signature -> its plan, or None for a signature the kernels do not take
+_plans: dict[tuple, _Plan | None] = {}
+_PLANS_KEPT = 512   # signatures remembered at most (shapes of a model are few)
+
+
+def attention(q, k, v, mask, out, scale: float, causal: bool) -> bool:
+    """``out[...] = softmax(q @ k.mT * scale + mask) @ v`` (see the module docstring) on
+    CuPy's current stream: ``q`` ``(B, H, L, D)``, ``k``/``v`` ``(B, Hkv, S, D)`` of one dtype
+    (``H`` a multiple of ``Hkv``); ``mask`` None or broadcastable to ``(B, H, L, S)`` (bool,
+    or additive of the query's dtype or float32); ``out`` C-contiguous ``(B, H, L, D)``.
+    Returns False, launching nothing, for what the kernels do not take (float64, heads over
+    ``MAX_HEAD_DIM``, a last dimension that is not contiguous, negative strides, another mask
+    dtype). Everything but the addresses is worked out once per call signature (the eager
+    hot path: a decode step calls this with the same shapes every token)."""
+    if out.size == 0:
+        return True
+    key = (q.shape, q.strides, k.shape, k.strides, v.strides, q.dtype, k.dtype, v.dtype,
+           causal, scale, k.data.ptr & 15, v.data.ptr & 15, q.data.device_id,
+           None if mask is None else (mask.shape, mask.strides, mask.dtype))
+    try:
+        plan = _plans[key]
+    except KeyError:
+        plan = _plan(q, k, v, mask, out, scale, causal)
+        if len(_plans) < _PLANS_KEPT:
+            _plans[key] = plan
+    if plan is None:
+        return False
+    part = None if not plan.part_size else cupy.empty(plan.part_size, np.float32)
+    packed = plan.packed
+    found = packed.buffers.get(thread_ident()) or packed.buffer()
+    values = found[0]
+    values[0], values[1], values[2] = q.data.ptr, k.data.ptr, v.data.ptr
+    values[3] = 0 if mask is None else mask.data.ptr
+    values[4], values[5] = out.data.ptr, 0 if part is None else part.data.ptr
+    values[6:27] = plan.static
+    found[3][27] = plan.scale
+    packed.launch_2d(plan.grid, plan.chunks, plan.threads, found[1])
+    if part is not None:
+        combine = plan.combine
+        found = combine.buffers.get(thread_ident()) or combine.buffer()
+        values = found[0]
+        values[0], values[1] = part.data.ptr, out.data.ptr
+        values[2], values[3] = q.shape[3], plan.chunks
+        combine(plan.grid, plan.combine_threads, found[1])
+    return True
+
+
+def _plan(q, k, v, mask, out, scale: float, causal: bool) -> _Plan | None:
+    """The plan of a call signature (see :func:`attention`), or None where the kernels do not
+    apply; compiles and loads the kernels on first use per device.
 
     Raises:
-        TypeError: dtypes this kernel does not take (see ``ATTENTION_DTYPES``).
-        ValueError: shapes or layouts it does not take.
+        ValueError: shapes that are not attention's (the caller checked them).
     """
     dtype = q.dtype
+    itemsize = dtype.itemsize
     if dtype not in ATTENTION_DTYPES or k.dtype != dtype or v.dtype != dtype or \
-            out.dtype != dtype:
-        raise TypeError(f"attention needs q, k, v and out of one dtype among float16, "
-                        f"bfloat16 and float32, got {q.dtype}, {k.dtype}, {v.dtype}, "
-                        f"{out.dtype}")
+            out.dtype != dtype or q.shape[-1] > MAX_HEAD_DIM or (q.shape[-1] > 1 and (
+                q.strides[-1] != itemsize or k.strides[-1] != itemsize
+                or v.strides[-1] != itemsize)):
+        return None
+    if mask is not None and mask.dtype != np.bool_ and mask.dtype != dtype and \
+            mask.dtype != np.float32:
+        return None
+    if min(q.strides + k.strides + v.strides + (mask.strides if mask is not None else ())
+           + (0,)) < 0:
+        return None   # the kernels take their strides unsigned
     batch, heads, length, dim = q.shape
     keys = k.shape[2]
     if k.ndim != 4 or v.shape != k.shape or k.shape[0] != batch or k.shape[3] != dim or \
-            heads % k.shape[1] or dim > MAX_HEAD_DIM or out.shape != q.shape:
+            heads % k.shape[1] or out.shape != q.shape:
         raise ValueError(f"attention: unsupported shapes or layouts q {q.shape}, k {k.shape}, "
                          f"v {v.shape}, out {out.shape}")
-    if out.size == 0:
-        return
     mask_strides: tuple[int, ...]   # in elements, one per dimension of the 4-d scores
     if mask is None:
         mask_dtype, mask_strides = None, (0, 0, 0, 0)
@@ -533,25 +578,25 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> None:
         mask_dtype = mask.dtype
         if mask_dtype == np.bool_:
             mask_dtype = _U8   # bool is one byte: read as unsigned char
-        itemsize = mask.itemsize
         pad = 4 - mask.ndim
         mask_strides = tuple(
-            0 if i < pad or mask.shape[i - pad] == 1 else mask.strides[i - pad] // itemsize
+            0 if i < pad or mask.shape[i - pad] == 1 else mask.strides[i - pad] // mask.itemsize
             for i in range(4))
     kind = _CAUSAL if causal else (_NO_MASK if mask is None else
                                    _BOOL_MASK if mask_dtype == _U8 else _ADD_MASK)
     packed, combine, tiled = _attention_kernels(dtype, mask_dtype)
     device = q.data.device_id
     rows = batch * heads * length
+
+    def static(chunks: int, chunk: int) -> array:
+        return array("Q", (heads, heads // k.shape[1], length, keys, dim, kind, chunks, chunk)
+                     + _strides(q)[:3] + _strides(k)[:3] + _strides(v)[:3] + mask_strides)
     if length > DECODE_QUERIES and dim <= TILED_HEAD_DIM and batch * heads <= _GRID_Y_CAP:
-        key = ("attention_tiled", dtype, mask_dtype)
-        if not _kernel_cache.is_warm(key, device):
-            _kernel_cache.warm(key, device, lambda: tiled.kernel.kernel)
-        found = tiled.buffers.get(thread_ident()) or tiled.buffer()
-        _fill(found, q, k, v, mask, out, None, heads, length, keys, dim, kind, 1, keys,
-              mask_strides, scale)
-        tiled.launch_2d(-(-length // _TILED_ROWS), batch * heads, 32 * _TILED_ROWS, found[1])
-        return
+        if not _kernel_cache.is_warm(("attention_tiled", dtype, mask_dtype), device):
+            _kernel_cache.warm(("attention_tiled", dtype, mask_dtype), device,
+                               lambda: tiled.kernel.kernel)
+        return _Plan(tiled, -(-length // _TILED_ROWS), batch * heads, 32 * _TILED_ROWS,
+                     static(1, keys), scale, None, 0, 32)
     if _vector_applies(q, k, v, dim):
         packed = _vector_kernel(dtype, mask_dtype, dim)
         warm_key: tuple = ("attention_vector", dtype, mask_dtype, dim)
@@ -568,13 +613,6 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> None:
     if chunks > _GRID_Y_CAP:
         chunk = -(-keys // _GRID_Y_CAP)
         chunks = -(-keys // chunk)
-    part = None if chunks == 1 else cupy.empty(rows * chunks * (dim + 2), np.float32)
-    found = packed.buffers.get(thread_ident()) or packed.buffer()
-    _fill(found, q, k, v, mask, out, part, heads, length, keys, dim, kind, chunks, chunk,
-          mask_strides, scale)
-    packed.launch_2d(rows, chunks, threads, found[1])
-    if part is not None:
-        found = combine.buffers.get(thread_ident()) or combine.buffer()
-        values = found[0]
-        values[0], values[1], values[2], values[3] = part.data.ptr, out.data.ptr, dim, chunks
-        combine(rows, min(1024, max(32, dim)), found[1])
+    part_size = 0 if chunks == 1 else rows * chunks * (dim + 2)
+    return _Plan(packed, rows, chunks, threads, static(chunks, chunk), scale, combine,
+                 part_size, min(1024, max(32, dim)))

@@ -499,9 +499,11 @@ def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
     fast = None if zero_d or copy_first else _dispatch.accelerator_hook("index_copy")
 
     def apply(dst):
-        check_range(op, idx, size, axis, IndexError)
-        if fast is not None and type(dst) is not np.ndarray and fast(dst, axis, idx, src):
+        # the backend's kernel checks the indices itself (the error of check_range, at the
+        # next synchronization)
+        if fast is not None and type(dst) is not np.ndarray and fast(dst, axis, idx, src, op):
             return
+        check_range(op, idx, size, axis, IndexError)
         vals = _moved(xp, src, axis, zero_d)
         if copy_first:
             vals = vals.copy()

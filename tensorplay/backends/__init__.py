@@ -306,11 +306,12 @@ class OptionalHooks(Protocol):
         ...")``, as sim reports a failed kernel. Fallback: none (an out-of-range index gives an
         unspecified result; sim's queued kernels check their NumPy indices themselves)."""
 
-    def index_copy(self, dst: Any, axis: int, idx: Any, src: Any) -> bool:
+    def index_copy(self, dst: Any, axis: int, idx: Any, src: Any, op: str) -> bool:
         """``dst``'s slices ``idx`` (1-D int64) along ``axis`` replaced by ``src``'s in one
-        kernel, an out-of-range index writing nothing (the op's bounds check reports it);
-        False, touching nothing, for a case it does not take. Fallback: ``xp`` fancy-index
-        assignment."""
+        kernel that checks the indices as ``check_index_range`` does (an out-of-range index
+        writes nothing; the next synchronization raises ``op``'s IndexError); False, touching
+        nothing, for a case it does not take. Fallback: the op's bounds check, then ``xp``
+        fancy-index assignment."""
 
     def layer_norm(self, x: Any, weight: Any, bias: Any, out: Any, eps: float) -> None:
         """One kernel writing the layer norm of C-contiguous ``x`` over its last dimension into
@@ -348,6 +349,20 @@ class OptionalHooks(Protocol):
         """A launcher ``fn(x, out_array)`` summing a C-contiguous array of ``compute`` dtype
         into a 0-d ``out``-dtype array in ONE launch; the hook has ``limit``, the largest size
         it takes. None for a combination it has no kernel for. Fallback: ``xp.sum``."""
+
+    def reduce_axis(self, op: str, shape: tuple[int, ...], axis: int, dtype: Any, acc: Any,
+                    out: Any) -> Callable | None:
+        """A launcher ``fn(x, out_array)`` of the reduction ``op`` ("sum", "mean", "amax" or
+        "amin") of a non-empty C-contiguous ``x`` of ``shape`` and float ``dtype`` over its one
+        dimension ``axis`` (normalized), written into the C-contiguous ``out_array`` of dtype
+        ``out`` (the other dimensions' elements in order, keepdim or not), or None for a case
+        it has no kernel for (cuda: the last dimension, or the first of two or more, of
+        float16, bfloat16, float32 or float64 with ``out == dtype``). Sums and means accumulate
+        in ``acc`` (the dtype the op layer chose: float32 or float64), amax and amin propagate
+        NaN; each result is rounded once. The launcher touches only its arguments (and
+        workspace of its own) and has ``tp_arguments_only``. Pitfall: the launcher is for
+        ``shape``; it may not check another. Fallback: the ``xp`` reduction
+        (``_tensor/reductions.py``)."""
 
     def adam_update(self, param: Any, grad: Any, exp_avg: Any, exp_avg_sq: Any,
                     max_exp_avg_sq: Any, step: Any, lr: Any, beta1: float, beta2: float,

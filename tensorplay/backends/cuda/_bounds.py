@@ -27,6 +27,7 @@ relies on :func:`check`, queued before it, to report it.
 from __future__ import annotations
 
 import ctypes
+from array import array
 from typing import Any
 
 import cupy
@@ -161,7 +162,7 @@ def raise_pending(device: int) -> None:
 
 # -- index_copy_ ------------------------------------------------------------------------------
 _MAX_DIMS = 6
-_COPY_SLOTS = 6 + 3 * _MAX_DIMS
+_COPY_SLOTS = 9 + 3 * _MAX_DIMS
 _WORD_TYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int",
                8: "unsigned long long"}
 
@@ -172,10 +173,11 @@ def _copy_source(word: str, name: str) -> str:
         _source.HELPERS,
         f'extern "C" __global__ void {name}({word}* __restrict__ dst,',
         f"        const {word}* __restrict__ src, const long long* __restrict__ idx,",
-        "        const tp_i64 total, const tp_i64 axis, const tp_i64 size,",
+        "        const tp_i64 total, const tp_i64 axis, const tp_i64 size, const tp_i64 axis_dim,",
         "        " + ", ".join(f"const tp_i64 n{d}" for d in dims) + ",",
         "        " + ", ".join(f"const tp_i64 d{d}" for d in dims) + ",",
-        "        " + ", ".join(f"const tp_i64 s{d}" for d in dims) + ") {",
+        "        " + ", ".join(f"const tp_i64 s{d}" for d in dims) + ",",
+        "        volatile tp_i64* record, const tp_i64 code) {",
         f"    const tp_i64 shape[{_MAX_DIMS}] = {{" + ", ".join(f"n{d}" for d in dims) + "};",
         f"    const tp_i64 dstride[{_MAX_DIMS}] = {{" + ", ".join(f"d{d}" for d in dims) + "};",
         f"    const tp_i64 sstride[{_MAX_DIMS}] = {{" + ", ".join(f"s{d}" for d in dims) + "};",
@@ -183,54 +185,93 @@ def _copy_source(word: str, name: str) -> str:
         "         e += (tp_i64)gridDim.x * blockDim.x) {",
         "        tp_i64 rest = e, to = 0, from = 0;",
         "        bool inside = true;",
+        "        tp_i64 bad = 0;",
         f"        for (int d = {_MAX_DIMS - 1}; d >= 0; --d) {{",
         "            tp_i64 c = rest % shape[d];",
         "            rest /= shape[d];",
         "            from += c * sstride[d];",
         "            if (d == axis) {",
         "                c = idx[c];",
-        "                inside = inside && c >= 0 && c < size;",
+        "                if (c < 0 || c >= size) { bad = c; inside = false; }",
         "            }",
         "            to += c * dstride[d];",
         "        }",
-        "        if (inside) dst[to] = src[from];   // an index out of range writes nothing",
+        "        if (inside) {",
+        "            dst[to] = src[from];",
+        # the check kernel's record, written here: every writer of one launch writes the same
+        # op, dim and size (only the index may differ, and any is a true report); a record an
+        # earlier launch set is complete before this one runs (stream order) and stays
+        "        } else if (record[0] == 0) {",
+        "            record[1] = bad;",
+        "            record[2] = axis_dim;",
+        "            record[3] = size;",
+        "            record[4] = 0;",
+        "            __threadfence_system();",
+        "            record[0] = code;",
+        "            __threadfence_system();",
+        "        }",
         "    }",
         "}",
         "",
     ])
 
 
-def index_copy(dst: Any, axis: int, idx: Any, src: Any) -> bool:
+#: (dst and src shapes and strides, axis, itemsize, device) -> (kernel, grid, the slots from
+#: 3 to 24) of an index_copy signature
+_copy_plans: dict[tuple, tuple[PackedLaunch, int, array]] = {}
+
+
+def index_copy(dst: Any, axis: int, idx: Any, src: Any, op: str = "index_copy_") -> bool:
     """``dst``'s slices ``idx`` (contiguous int64, 1-D) along ``axis`` replaced by ``src``'s
-    in ONE kernel of any strides (up to six dimensions); an index out of range writes nothing
-    (:func:`check`, queued by the op before, reports it). False, touching nothing, for what it
+    in ONE kernel of any strides (up to six dimensions). An index out of range writes nothing
+    and sets this device's record as :func:`check` does (``op``'s IndexError, raised by the
+    next synchronization), so no check kernel is needed. False, touching nothing, for what it
     does not take (more dimensions, another index dtype or layout, a 0-d ``dst``, 16-byte
-    elements, negative strides)."""
+    elements, negative strides).
+
+    Pitfall: with several indices out of range, which one the error names may differ from
+    sim's (the first).
+    """
+    key = (dst.shape, dst.strides, src.shape, src.strides, axis, dst.dtype, src.dtype,
+           idx.dtype, idx.ndim, idx.flags.c_contiguous, dst.data.device_id)
+    plan = _copy_plans.get(key)
+    if plan is None:
+        plan = _copy_plan(dst, axis, idx, src)
+        if plan is None:
+            return False
+        if len(_copy_plans) < 1024:
+            _copy_plans[key] = plan
+    packed, grid, static = plan
+    if grid == 0:   # nothing to copy: the indices are still checked
+        check(idx, dst.shape[axis], axis, False, op, IndexError, "")
+        return True
+    found = packed.buffers.get(thread_ident()) or packed.buffer()
+    values = found[0]
+    values[0], values[1], values[2] = dst.data.ptr, src.data.ptr, idx.data.ptr
+    values[3:25] = static
+    values[25] = _record(dst.data.device_id)[0]
+    values[26] = _code(op, "IndexError", "")
+    packed(grid, _THREADS, found[1])
+    return True
+
+
+def _copy_plan(dst: Any, axis: int, idx: Any, src: Any):
     ndim = dst.ndim
     if not 0 < ndim <= _MAX_DIMS or idx.dtype != np.int64 or idx.ndim != 1 or \
             not idx.flags.c_contiguous or src.ndim != ndim or src.dtype != dst.dtype or \
             dst.itemsize not in _WORD_TYPES or any(s < 0 for s in dst.strides + src.strides):
-        return False   # (complex128 is 16 bytes: no word type; negative strides: numpy views)
-    total = src.size
-    if total == 0:
-        return True
+        return None   # (complex128 is 16 bytes: no word type; negative strides: numpy views)
     item = dst.itemsize
     name = f"tp_index_copy_{item}"
     packed = _kernel_cache.cached(("index_copy", item), lambda: PackedLaunch(
         cupy.RawKernel(_copy_source(_WORD_TYPES[item], name), name), _COPY_SLOTS))
     device = dst.data.device_id
-    key = ("index_copy", item)
-    if not _kernel_cache.is_warm(key, device):
-        _kernel_cache.warm(key, device, lambda: packed.kernel.kernel)
+    if not _kernel_cache.is_warm(("index_copy", item), device):
+        _kernel_cache.warm(("index_copy", item), device, lambda: packed.kernel.kernel)
     pad = _MAX_DIMS - ndim
-    found = packed.buffers.get(thread_ident()) or packed.buffer()
-    values = found[0]
-    values[0], values[1], values[2] = dst.data.ptr, src.data.ptr, idx.data.ptr
-    values[3], values[4], values[5] = total, axis + pad, dst.shape[axis]
-    for d in range(_MAX_DIMS):
-        inner = d - pad
-        values[6 + d] = 1 if inner < 0 else src.shape[inner]
-        values[12 + d] = 0 if inner < 0 else dst.strides[inner] // item
-        values[18 + d] = 0 if inner < 0 else src.strides[inner] // item
-    packed(min(-(-total // _THREADS), 4096), _THREADS, found[1])
-    return True
+    total = src.size
+    static = array("Q", [total, axis + pad, dst.shape[axis], axis])
+    static.extend(1 if d < pad else src.shape[d - pad] for d in range(_MAX_DIMS))
+    static.extend(0 if d < pad else dst.strides[d - pad] // item for d in range(_MAX_DIMS))
+    static.extend(0 if d < pad else src.strides[d - pad] // item for d in range(_MAX_DIMS))
+    return packed, min(-(-total // _THREADS), 4096), static

@@ -597,10 +597,11 @@ class CudaBackend:
         what it finds: :func:`._bounds.check`."""
         _bounds.check(idx, size, dim, wrap, op, exception, note)
 
-    def index_copy(self, dst, axis: int, idx, src) -> bool:
-        """``dst``'s slices ``idx`` along ``axis`` replaced by ``src``'s in one raw kernel:
+    def index_copy(self, dst, axis: int, idx, src, op: str = "index_copy_") -> bool:
+        """``dst``'s slices ``idx`` along ``axis`` replaced by ``src``'s in one raw kernel that
+        also checks the indices (an error for ``op`` at the next synchronization):
         :func:`._bounds.index_copy`."""
-        return _bounds.index_copy(dst, axis, idx, src)
+        return _bounds.index_copy(dst, axis, idx, src, op)
 
     def layer_norm(self, x, weight, bias, out, eps: float) -> None:
         """``out[...] = layer_norm(x)`` over the last dimension in one raw kernel:

@@ -32,6 +32,7 @@ graph's pool while a stream captures.
 from __future__ import annotations
 
 from array import array
+from typing import Any
 
 import cupy
 import numpy as np
@@ -59,7 +60,7 @@ _BLOCKS_WANTED = 264  # about two blocks per multiprocessor of an H100
 # mask kinds
 _NO_MASK, _BOOL_MASK, _ADD_MASK, _CAUSAL = 0, 1, 2, 3
 # parameter slots: pointers q k v mask out part, then counts, then strides, then the scale
-_ATTENTION_SLOTS = 28
+_ATTENTION_SLOTS = 29   # the vectorised kernel's counters last; the others take 28
 _PLAIN_BLOCKS_WANTED = 64   # the plain kernel splits the keys until this many blocks run
 
 
@@ -217,8 +218,9 @@ def _vector_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int,
         "        const tp_i64 kb, const tp_i64 kh, const tp_i64 ks,",
         "        const tp_i64 vb, const tp_i64 vh, const tp_i64 vs,",
         "        const tp_i64 mb, const tp_i64 mh, const tp_i64 ml, const tp_i64 ms,",
-        "        const double scale) {",
+        "        const double scale, unsigned int* __restrict__ done) {",
         f"    __shared__ float slot_max[{slots}], slot_sum[{slots}];",
+        "    __shared__ bool last_block;",
         f"    __shared__ float slot_out[{slots}][{dim}];",
         "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;",
         f"    const int g = lane / {lanes_per_key}, sub = lane % {lanes_per_key};",
@@ -293,6 +295,32 @@ def _vector_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int,
         "            if (d == 0) { partial[0] = top; partial[1] = total_sum; }",
         "        }",
         "    }",
+        "    if (chunks == 1) return;",
+        # the row's last block to finish merges the chunks (no second kernel); it resets the
+        # row's counter for the next launch
+        "    __threadfence();",
+        "    __syncthreads();",
+        "    if (threadIdx.x == 0)",
+        "        last_block = atomicAdd(done + row, 1u) == (unsigned int)(chunks - 1);",
+        "    __syncthreads();",
+        "    if (!last_block) return;",
+        "    __threadfence();",
+        f"    const float* parts = part + row * chunks * {dim + 2};",
+        "    float best = TP_NEG_INF;",
+        "    for (tp_i64 c = 0; c < chunks; ++c)",
+        f"        best = fmaxf(best, __ldcg(parts + c * {dim + 2}));",
+        f"    for (int d = threadIdx.x; d < {dim}; d += blockDim.x) {{",
+        "        float total = 0.0f, weight_sum = 0.0f;",
+        "        for (tp_i64 c = 0; c < chunks; ++c) {",
+        f"            const float* p = parts + c * {dim + 2};",
+        "            const float chunk_max = __ldcg(p);",
+        "            const float w = chunk_max == TP_NEG_INF ? 0.0f : __expf(chunk_max - best);",
+        "            total += w * __ldcg(p + 2 + d);",
+        "            weight_sum += w * __ldcg(p + 1);",
+        "        }",
+        f"        out[row * {dim} + d] = {_source.store_expr(dtype, 'total / weight_sum')};",
+        "    }",
+        "    if (threadIdx.x == 0) done[row] = 0u;",
         "}",
         "",
     ])
@@ -488,14 +516,18 @@ class _Plan:
     an address (``static``, slots 6 to 26), and the flash-decoding partials' size."""
 
     __slots__ = ("packed", "grid", "chunks", "threads", "static", "scale", "combine",
-                 "combine_threads", "part_size")
+                 "combine_threads", "part_size", "counters")
 
     def __init__(self, packed, grid, chunks, threads, static, scale, combine, part_size,
-                 combine_threads):
+                 combine_threads, merges_itself=False):
         self.packed, self.grid, self.chunks, self.threads = packed, grid, chunks, threads
         self.static, self.scale = static, scale
         self.combine, self.part_size = combine, part_size
         self.combine_threads = combine_threads
+        # the vectorised kernel merges its chunks itself, counting finished blocks per row in
+        # a zeroed array that its last block resets: one per stream, so that launches on two
+        # streams never share one (None: a separate combining kernel merges)
+        self.counters: dict[int, Any] | None = {} if merges_itself else None
 
 
 #: call signature -> its plan, or None for a signature the kernels do not take
@@ -534,6 +566,15 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> bool:
     values[4], values[5] = out.data.ptr, 0 if part is None else part.data.ptr
     values[6:27] = plan.static
     found[3][27] = plan.scale
+    counters = plan.counters
+    if counters is not None and part is not None:
+        stream = cupy.cuda.get_current_stream().ptr
+        done = counters.get(stream)
+        if done is None:
+            done = counters[stream] = cupy.zeros(plan.grid, np.uint32)
+        values[28] = done.data.ptr
+        packed.launch_2d(plan.grid, plan.chunks, plan.threads, found[1])
+        return True
     packed.launch_2d(plan.grid, plan.chunks, plan.threads, found[1])
     if part is not None:
         combine = plan.combine
@@ -597,7 +638,8 @@ def _plan(q, k, v, mask, out, scale: float, causal: bool) -> _Plan | None:
                                lambda: tiled.kernel.kernel)
         return _Plan(tiled, -(-length // _TILED_ROWS), batch * heads, 32 * _TILED_ROWS,
                      static(1, keys), scale, None, 0, 32)
-    if _vector_applies(q, k, v, dim):
+    vector = _vector_applies(q, k, v, dim)
+    if vector:
         packed = _vector_kernel(dtype, mask_dtype, dim)
         warm_key: tuple = ("attention_vector", dtype, mask_dtype, dim)
         blocks_wanted, step, threads = _BLOCKS_WANTED, 32, 32 * _VECTOR_WARPS
@@ -615,4 +657,4 @@ def _plan(q, k, v, mask, out, scale: float, causal: bool) -> _Plan | None:
         chunks = -(-keys // chunk)
     part_size = 0 if chunks == 1 else rows * chunks * (dim + 2)
     return _Plan(packed, rows, chunks, threads, static(chunks, chunk), scale, combine,
-                 part_size, min(1024, max(32, dim)))
+                 part_size, min(1024, max(32, dim)), merges_itself=vector)

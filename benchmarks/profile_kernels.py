@@ -1,12 +1,13 @@
 """Device time per kernel, side by side with torch, through torch's profiler (CUPTI records
 every kernel of the process, CuPy's and tensorplay's raw ones among them, and the kernels of
 graph replays): the GPT-2-small decode step as a per-token graph (tensorplay's ``Graph`` and
-``tp.compile``, torch's CUDAGraph), and the eager MLP training step (tensorplay and torch).
+``tp.compile``, torch's CUDAGraph), its 512-token prefill (with the host time of
+tensorplay's), and the eager MLP training step (tensorplay and torch).
 Then the row kernels at the issue's shapes: ``layer_norm``, ``softmax`` and row sums at
 (8192, 768) and (8192, 1024), device time per call beside torch's.
 
-Usage: ``python3 benchmarks/profile_kernels.py [decode|training|rows ...]`` on cuda (all three
-without arguments)."""
+Usage: ``python3 benchmarks/profile_kernels.py [decode|prefill|training|rows ...]`` on cuda (all
+of them without arguments)."""
 
 import os
 import sys
@@ -83,6 +84,44 @@ def decode() -> None:
     show("torch CUDAGraph per token (position 200)", kernels(graph.replay, 20))
 
 
+def prefill() -> None:
+    """The 512-token prefill: device time per kernel beside torch's, and the host time of one
+    eager prefill (cProfile's top functions)."""
+    import cProfile
+    import pstats
+    import time
+    gpt2 = bench_decode._example()
+    config = gpt2.SMALL
+    weights = gpt2.random_weights(config)
+    device = tp.accelerator.current_accelerator()
+    model = gpt2.GPT2(weights, config, device, tp.bfloat16)
+    tokens = tp.tensor(np.random.default_rng(0).integers(0, config.vocab_size, 512),
+                       device=device)
+    with tp.no_grad():
+        model.prefill(tokens)
+        show("tensorplay prefill of 512 tokens", kernels(lambda: model.prefill(tokens), 3), 30)
+        tp.accelerator.synchronize()
+        start = time.perf_counter()
+        for _ in range(5):
+            model.prefill(tokens)
+        issued = time.perf_counter()
+        tp.accelerator.synchronize()
+        done = time.perf_counter()
+        print(f"tensorplay prefill: {(issued - start) / 5 * 1e3:.2f} ms host, "
+              f"{(done - start) / 5 * 1e3:.2f} ms total")
+        profile = cProfile.Profile()
+        profile.enable()
+        model.prefill(tokens)
+        tp.accelerator.synchronize()
+        profile.disable()
+        pstats.Stats(profile).sort_stats("tottime").print_stats(25)
+    _, torch_prefill, _ = bench_decode._torch_model(torch, weights, config)
+    torch_tokens = torch.tensor(tokens.cpu().numpy(), device="cuda")
+    with torch.no_grad():
+        torch_prefill(torch_tokens)
+        show("torch prefill of 512 tokens", kernels(lambda: torch_prefill(torch_tokens), 3), 30)
+
+
 def training() -> None:
     device = tp.device("cuda", 0)
     for batch in (8, 256):
@@ -128,10 +167,10 @@ def rows() -> None:
 
 
 if __name__ == "__main__":
-    parts = sys.argv[1:] or ["decode", "training", "rows"]
+    parts = sys.argv[1:] or ["decode", "prefill", "training", "rows"]
     for part in parts:
         try:
-            {"decode": decode, "training": training, "rows": rows}[part]()
+            {"decode": decode, "prefill": prefill, "training": training, "rows": rows}[part]()
         except Exception as error:  # noqa: BLE001 - one part failing still shows the others
             import traceback
             traceback.print_exc()

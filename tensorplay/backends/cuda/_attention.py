@@ -19,10 +19,11 @@
     NaN, as the composed softmax gives. Scores and sums are float; float64 is not taken here.
     With more than ``DECODE_QUERIES`` query rows (a prompt) and heads up to
     ``TILED_HEAD_DIM`` wide, a tiled kernel runs instead (flash-attention style, on the CUDA
-    cores): a block takes eight query rows of one head, a warp each; tiles of 32 keys and
-    values go through shared memory, each lane scores one key of the tile, and the online
-    softmax rescales the running output, so the scores are never written out. With
-    ``causal`` a block stops at the last key its rows see.
+    cores, specialised on the head width): a block takes sixteen query rows of one head, two
+    per warp; tiles of 32 keys and values go through shared memory, each lane scores one key
+    of the tile against the warp's rows (so each value read from shared memory serves both),
+    and the online softmax rescales the running outputs, so the scores are never written out.
+    With ``causal`` a block stops at the last key its rows see.
 
 Kernels are made once per signature in the one kernel cache (``_kernels``) and compiled and
 loaded on first use per device under relaxed capture mode. Nothing here synchronizes the host;
@@ -49,7 +50,8 @@ MAX_HEAD_DIM = 256
 CHUNK = 1024          # keys per block of the plain kernel at most
 DECODE_QUERIES = 16   # up to this many query rows the split kernels run, above it the tiled
 TILED_HEAD_DIM = 128  # the tiled kernel's widest head (its key and value tiles in shared memory)
-_TILED_ROWS = 8       # query rows per block of the tiled kernel, a warp each
+_TILED_WARPS = 8      # warps per block of the tiled kernel
+_ROWS_PER_WARP = 2    # query rows per warp of the tiled kernel
 _GRID_Y_CAP = 65535   # the grid's second dimension at most
 _THREADS = 256        # threads of a plain block
 _VECTOR_WARPS = 4     # warps of a vectorised block
@@ -366,7 +368,10 @@ def _combine_source(dtype: np.dtype, name: str) -> str:
     ])
 
 
-def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, name: str) -> str:
+def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int, name: str) -> str:
+    """The tiled kernel for heads ``dim`` wide (see the module docstring): a warp takes
+    ``_ROWS_PER_WARP`` query rows, so each key and value read from shared memory serves them
+    all."""
     storage = _source.storage_type(dtype)
     load = _source.load_expr(dtype, "{}")
     if mask_dtype is None or mask_dtype == _U8:
@@ -374,11 +379,15 @@ def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, name: str) -> st
     else:
         mask_storage = _source.storage_type(mask_dtype)
         mask_load = _source.load_expr(mask_dtype, "mask[mo]")
-    per_lane = TILED_HEAD_DIM // 32
+    per_lane = -(-dim // 32)
+    rows, warps = _ROWS_PER_WARP, _TILED_WARPS
     return "\n".join([
         _source.HELPERS,
         "#define TP_NEG_INF (-__int_as_float(0x7f800000))",
-        f'extern "C" __global__ void {name}(',
+        f"#define D {dim}",
+        f"#define R {rows}",
+        f"#define PL {per_lane}",
+        f'extern "C" __global__ void __launch_bounds__({32 * warps}) {name}(',
         f"        const {storage}* __restrict__ q, const {storage}* __restrict__ k,",
         f"        const {storage}* __restrict__ v, const {mask_storage}* __restrict__ mask,",
         f"        {storage}* __restrict__ out, float* __restrict__ part,",
@@ -391,74 +400,96 @@ def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, name: str) -> st
         "        const tp_i64 mb, const tp_i64 mh, const tp_i64 ml, const tp_i64 ms,",
         "        const double scale) {",
         # a key row padded to an odd length: lane j reads row j at one d without bank conflicts
-        f"    __shared__ float kt[32][{TILED_HEAD_DIM + 1}];",
-        f"    __shared__ float vt[32][{TILED_HEAD_DIM}];",
-        f"    __shared__ float qs[{_TILED_ROWS}][{TILED_HEAD_DIM}];",
+        "    __shared__ float kt[32][D + 1];",
+        "    __shared__ float vt[32][D];",
+        f"    __shared__ float qs[{warps} * R][D];",
         "    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;",
         "    const tp_i64 bh = blockIdx.y, h = bh % heads, bi = bh / heads, hk = h / group;",
-        f"    const tp_i64 i = (tp_i64)blockIdx.x * {_TILED_ROWS} + warp;   // this warp's row",
-        "    const bool live = i < length;",
-        "    if (live)",
-        "        for (tp_i64 d = lane; d < dim; d += 32)",
-        f"            qs[warp][d] = (float){load.format('q[bi * qb + h * qh + i * ql + d]')}"
-        " * (float)scale;",
-        f"    const tp_i64 block_last = min(length, (tp_i64)(blockIdx.x + 1) * {_TILED_ROWS}) - 1;",
+        f"    const tp_i64 first_row = (tp_i64)blockIdx.x * ({warps} * R) + warp * R;",
+        "    for (int r = 0; r < R; ++r) {",
+        "        const tp_i64 i = first_row + r;",
+        "        for (int d = lane; d < D; d += 32)",
+        f"            qs[warp * R + r][d] = i < length ? "
+        f"(float){load.format('q[bi * qb + h * qh + i * ql + d]')} * (float)scale : 0.0f;",
+        "    }",
+        f"    const tp_i64 block_last = min(length, (tp_i64)(blockIdx.x + 1) * ({warps} * R)) - 1;",
         "    const tp_i64 end = mask_kind == 3 ? min(keys, block_last + 1) : keys;",
         f"    const {storage}* kr = k + bi * kb + hk * kh;",
         f"    const {storage}* vr = v + bi * vb + hk * vh;",
-        f"    float m = TP_NEG_INF, l = 0.0f, acc[{per_lane}];",
-        f"    for (int c = 0; c < {per_lane}; ++c) acc[c] = 0.0f;",
+        "    float m[R], l[R], acc[R][PL];",
+        "    for (int r = 0; r < R; ++r) {",
+        "        m[r] = TP_NEG_INF;",
+        "        l[r] = 0.0f;",
+        "        for (int c = 0; c < PL; ++c) acc[r][c] = 0.0f;",
+        "    }",
         "    for (tp_i64 t0 = 0; t0 < end; t0 += 32) {",
         "        __syncthreads();   // the previous tile is consumed (the first: qs is written)",
-        "        for (tp_i64 e = threadIdx.x; e < 32 * dim; e += blockDim.x) {",
-        "            const tp_i64 r = e / dim, d = e - r * dim, j = t0 + r;",
-        "            float kv = 0.0f, vv = 0.0f;",
-        "            if (j < keys) {",
-        f"                kv = (float){load.format('kr[j * ks + d]')};",
-        f"                vv = (float){load.format('vr[j * vs + d]')};",
+        f"        for (int r = warp; r < 32; r += {warps}) {{",
+        "            const tp_i64 j = t0 + r;",
+        "            const bool inside = j < keys;",
+        "            for (int d = lane; d < D; d += 32) {",
+        f"                kt[r][d] = inside ? (float){load.format('kr[j * ks + d]')} : 0.0f;",
+        f"                vt[r][d] = inside ? (float){load.format('vr[j * vs + d]')} : 0.0f;",
         "            }",
-        "            kt[r][d] = kv;",
-        "            vt[r][d] = vv;",
         "        }",
         "        __syncthreads();",
-        "        if (!live) continue;",
+        "        if (first_row >= length) continue;   // the same for the whole warp",
         "        const tp_i64 j = t0 + lane;",
-        "        float s = 0.0f;",
-        "        for (tp_i64 d = 0; d < dim; ++d) s += qs[warp][d] * kt[lane][d];",
-        "        bool keep = j < keys;",
-        "        if (mask_kind == 3) {",
-        "            keep = keep && j <= i;",
-        "        } else if (mask_kind != 0 && keep) {",
-        "            const tp_i64 mo = bi * mb + h * mh + i * ml + j * ms;",
-        f"            const float mv = (float){mask_load};",
-        "            if (mask_kind == 1) keep = mv != 0.0f;",
-        "            else s += mv;",
+        "        float s[R];",
+        "        for (int r = 0; r < R; ++r) s[r] = 0.0f;",
+        "#pragma unroll 16",
+        "        for (int d = 0; d < D; ++d) {",
+        "            const float kv = kt[lane][d];",
+        "            for (int r = 0; r < R; ++r) s[r] += qs[warp * R + r][d] * kv;",
         "        }",
-        "        if (!keep) s = TP_NEG_INF;",
-        "        float top = s;",
-        "        for (int o = 16; o > 0; o >>= 1)",
-        "            top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, o));",
-        "        const float m_new = fmaxf(m, top);",
-        "        const float p = m_new == TP_NEG_INF ? 0.0f : __expf(s - m_new);",
-        "        const float rescale = m == TP_NEG_INF ? 0.0f : __expf(m - m_new);",
-        "        float total = p;",
-        "        for (int o = 16; o > 0; o >>= 1) total += __shfl_xor_sync(0xffffffffu, total, o);",
-        "        l = l * rescale + total;",
-        "        m = m_new;",
-        f"        for (int c = 0; c < {per_lane}; ++c) acc[c] *= rescale;",
+        "        float p[R];",
+        "        for (int r = 0; r < R; ++r) {",
+        "            const tp_i64 i = first_row + r;",
+        "            bool keep = j < keys && i < length;",
+        "            if (mask_kind == 3) {",
+        "                keep = keep && j <= i;",
+        "            } else if (mask_kind != 0 && keep) {",
+        "                const tp_i64 mo = bi * mb + h * mh + i * ml + j * ms;",
+        f"                const float mv = (float){mask_load};",
+        "                if (mask_kind == 1) keep = mv != 0.0f;",
+        "                else s[r] += mv;",
+        "            }",
+        "            const float score = keep ? s[r] : TP_NEG_INF;",
+        "            float top = score;",
+        "            for (int o = 16; o > 0; o >>= 1)",
+        "                top = fmaxf(top, __shfl_xor_sync(0xffffffffu, top, o));",
+        "            const float m_new = fmaxf(m[r], top);",
+        "            p[r] = m_new == TP_NEG_INF ? 0.0f : __expf(score - m_new);",
+        "            const float rescale = m[r] == TP_NEG_INF ? 0.0f : __expf(m[r] - m_new);",
+        "            float total = p[r];",
+        "            for (int o = 16; o > 0; o >>= 1)",
+        "                total += __shfl_xor_sync(0xffffffffu, total, o);",
+        "            l[r] = l[r] * rescale + total;",
+        "            m[r] = m_new;",
+        "            for (int c = 0; c < PL; ++c) acc[r][c] *= rescale;",
+        "        }",
+        "#pragma unroll 4",
         "        for (int jj = 0; jj < 32; ++jj) {",
-        "            const float pj = __shfl_sync(0xffffffffu, p, jj);",
-        f"            for (int c = 0; c < {per_lane}; ++c) {{",
+        "            float pj[R];",
+        "            for (int r = 0; r < R; ++r) pj[r] = __shfl_sync(0xffffffffu, p[r], jj);",
+        "            for (int c = 0; c < PL; ++c) {",
         "                const int d = lane + 32 * c;",
-        "                if (d < dim) acc[c] += pj * vt[jj][d];",
+        "                if (d < D) {",
+        "                    const float vv = vt[jj][d];",
+        "                    for (int r = 0; r < R; ++r) acc[r][c] += pj[r] * vv;",
+        "                }",
         "            }",
         "        }",
         "    }",
-        "    if (!live) return;",
-        "    const tp_i64 row = bh * length + i;",
-        f"    for (int c = 0; c < {per_lane}; ++c) {{",
-        "        const tp_i64 d = lane + 32 * c;",
-        f"        if (d < dim) out[row * dim + d] = {_source.store_expr(dtype, 'acc[c] / l')};",
+        "    for (int r = 0; r < R; ++r) {",
+        "        const tp_i64 i = first_row + r;",
+        "        if (i >= length) break;",
+        "        const tp_i64 row = bh * length + i;",
+        "        for (int c = 0; c < PL; ++c) {",
+        "            const int d = lane + 32 * c;",
+        "            if (d < D)",
+        f"                out[row * D + d] = {_source.store_expr(dtype, 'acc[r][c] / l[r]')};",
+        "        }",
         "    }",
         "}",
         "",
@@ -466,7 +497,7 @@ def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, name: str) -> st
 
 
 def _attention_kernels(dtype: np.dtype, mask_dtype: np.dtype | None):
-    """``(plain split kernel, its combining kernel, tiled kernel)`` for these dtypes."""
+    """``(plain split kernel, its combining kernel)`` for these dtypes."""
     mask_name = "none" if mask_dtype is None else mask_dtype.name
     name = f"tp_attention_{dtype.name}_{mask_name}"
 
@@ -478,13 +509,18 @@ def _attention_kernels(dtype: np.dtype, mask_dtype: np.dtype | None):
         combine = f"tp_attention_combine_{dtype.name}"
         return PackedLaunch(cupy.RawKernel(_combine_source(dtype, combine), combine), 4)
 
-    def make_tiled():
-        tiled = f"tp_attention_tiled_{dtype.name}_{mask_name}"
-        kernel = cupy.RawKernel(_tiled_source(dtype, mask_dtype, tiled), tiled)
-        return PackedLaunch(kernel, _ATTENTION_SLOTS, scalar_format="d")
     return (_kernel_cache.cached(("attention", dtype, mask_dtype), make),
-            _kernel_cache.cached(("attention_combine", dtype), make_combine),
-            _kernel_cache.cached(("attention_tiled", dtype, mask_dtype), make_tiled))
+            _kernel_cache.cached(("attention_combine", dtype), make_combine))
+
+
+def _tiled_kernel(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int) -> PackedLaunch:
+    mask_name = "none" if mask_dtype is None else mask_dtype.name
+    name = f"tp_attention_tiled_{dtype.name}_{mask_name}_{dim}"
+
+    def make():
+        kernel = cupy.RawKernel(_tiled_source(dtype, mask_dtype, dim, name), name)
+        return PackedLaunch(kernel, _ATTENTION_SLOTS, scalar_format="d")
+    return _kernel_cache.cached(("attention_tiled", dtype, mask_dtype, dim), make)
 
 
 def _vector_kernel(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int) -> PackedLaunch:
@@ -625,7 +661,7 @@ def _plan(q, k, v, mask, out, scale: float, causal: bool) -> _Plan | None:
             for i in range(4))
     kind = _CAUSAL if causal else (_NO_MASK if mask is None else
                                    _BOOL_MASK if mask_dtype == _U8 else _ADD_MASK)
-    packed, combine, tiled = _attention_kernels(dtype, mask_dtype)
+    packed, combine = _attention_kernels(dtype, mask_dtype)
     device = q.data.device_id
     rows = batch * heads * length
 
@@ -633,10 +669,12 @@ def _plan(q, k, v, mask, out, scale: float, causal: bool) -> _Plan | None:
         return array("Q", (heads, heads // k.shape[1], length, keys, dim, kind, chunks, chunk)
                      + _strides(q)[:3] + _strides(k)[:3] + _strides(v)[:3] + mask_strides)
     if length > DECODE_QUERIES and dim <= TILED_HEAD_DIM and batch * heads <= _GRID_Y_CAP:
-        if not _kernel_cache.is_warm(("attention_tiled", dtype, mask_dtype), device):
-            _kernel_cache.warm(("attention_tiled", dtype, mask_dtype), device,
+        tiled = _tiled_kernel(dtype, mask_dtype, dim)
+        if not _kernel_cache.is_warm(("attention_tiled", dtype, mask_dtype, dim), device):
+            _kernel_cache.warm(("attention_tiled", dtype, mask_dtype, dim), device,
                                lambda: tiled.kernel.kernel)
-        return _Plan(tiled, -(-length // _TILED_ROWS), batch * heads, 32 * _TILED_ROWS,
+        rows_per_block = _TILED_WARPS * _ROWS_PER_WARP
+        return _Plan(tiled, -(-length // rows_per_block), batch * heads, 32 * _TILED_WARPS,
                      static(1, keys), scale, None, 0, 32)
     vector = _vector_applies(q, k, v, dim)
     if vector:

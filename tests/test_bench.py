@@ -491,7 +491,8 @@ def test_decode_case_rows_on_the_accelerator_with_kernel_counts():
     if tp.accelerator.is_available():
         assert impls == ["tensorplay eager (host argmax per token)", "tensorplay Graph per token",
                          "tensorplay tp.compile per token",
-                         "tensorplay whole generation in one replay", "tensorplay eager"]
+                         "tensorplay whole generation in one replay", "tensorplay eager",
+                         "tensorplay prefill in one Graph"]
         assert re.search(r"\d+ graph nodes per token", rows[1]["note"])
     else:
         assert impls == ["tensorplay eager (host argmax per token)", "tensorplay eager"]

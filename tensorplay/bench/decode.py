@@ -107,6 +107,14 @@ def decode_case(device: str, small: bool):
         model.prefill(tokens)
         yield {"case": prefill_case, "impl": "tensorplay eager",
                "us": time_per_call(lambda: model.prefill(tokens), sync, 1, 3, 0)}
+        if tp.accelerator.is_available():
+            graph = tp.accelerator.Graph()
+            with graph:
+                model.prefill(tokens)
+            graph.replay()
+            yield {"case": prefill_case, "impl": "tensorplay prefill in one Graph",
+                   "us": time_per_call(graph.replay, sync, 1, 5, 0),
+                   "note": "the same 512 tokens: the whole forward replayed"}
     torch = peers._torch_cuda()
     if torch is not None and not small:
         yield from _guarded(_torch_rows(torch, weights, config, prompt, case, prefill_case),

@@ -110,6 +110,7 @@ class GPT2:
             tensor = value if isinstance(value, tp.Tensor) else tp.tensor(value)
             return tensor.to(device=device, dtype=dtype)
         self.wte, self.wpe = put("wte.weight"), put("wpe.weight")
+        self.wte_t = self.wte.T   # the output projection shares the embedding (a view)
         self.ln_f = (put("ln_f.weight"), put("ln_f.bias"))
         self.layers = [{key: put(f"h.{i}.{key}") for key in (
             "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
@@ -141,10 +142,10 @@ class GPT2:
         for i, layer in enumerate(self.layers):
             h = F.layer_norm(x, (d,), layer["ln_1.weight"], layer["ln_1.bias"])
             qkv = tp.addmm(layer["attn.c_attn.bias"], h, layer["attn.c_attn.weight"])
-            self.layer_cache[i].index_copy_(3, pos, qkv[:, d:].view(2, 1, heads, 1, head_dim))
-            attended = F.scaled_dot_product_attention(
-                qkv[:, :d].view(1, heads, 1, head_dim), self.keys[i], self.values[i],
-                attn_mask=visible)
+            parts = qkv.view(3, 1, heads, 1, head_dim)   # query, key, value
+            self.layer_cache[i].index_copy_(3, pos, parts[1:])
+            attended = F.scaled_dot_product_attention(parts[0], self.keys[i], self.values[i],
+                                                      attn_mask=visible)
             x = x + tp.addmm(layer["attn.c_proj.bias"], attended.view(1, d),
                              layer["attn.c_proj.weight"])
             h = F.layer_norm(x, (d,), layer["ln_2.weight"], layer["ln_2.bias"])
@@ -152,7 +153,7 @@ class GPT2:
                             approximate="tanh")
             x = x + tp.addmm(layer["mlp.c_proj.bias"], hidden, layer["mlp.c_proj.weight"])
         x = F.layer_norm(x, (d,), *self.ln_f)
-        return (x @ self.wte.T).float()
+        return (x @ self.wte_t).float()
 
     def prefill(self, tokens: tp.Tensor) -> tp.Tensor:
         """The float32 logits ``(1, vocab)`` after the prompt ``tokens`` (int64, ``(T,)``, ``T``
@@ -179,7 +180,7 @@ class GPT2:
                             approximate="tanh")
             x = x + tp.addmm(layer["mlp.c_proj.bias"], hidden, layer["mlp.c_proj.weight"])
         x = F.layer_norm(x[length - 1:], (d,), *self.ln_f)
-        return (x @ self.wte.T).float()
+        return (x @ self.wte_t).float()
 
 
 def choose(logits: tp.Tensor, temperature: float = 0.0, top_k: int | None = None) -> tp.Tensor:

@@ -157,6 +157,36 @@ def _reduce(op: str, tensor: Tensor, axes, keepdim: bool, result: _dtype.dtype, 
     return Tensor._make(out, device, result)
 
 
+_AXIS_DTYPES = frozenset((_dtype.float16, _dtype.bfloat16, _dtype.float32, _dtype.float64))
+
+
+def _axis_kernel(op: str, tensor: Tensor, axes, result: _dtype.dtype, acc) -> Callable | None:
+    """The backend's own launcher ``fn(data, out)`` of ``op`` ("sum", "mean", "amax", "amin")
+    over the one axis in ``axes`` of a non-empty contiguous float ``tensor`` whose result keeps
+    its dtype (the ``reduce_axis`` hook of ``backends.OptionalHooks``; cuda: the last axis or
+    the first), accumulating in ``acc``; None when the backend has none for the case (the
+    ``xp`` reduction runs). Decided from metadata only."""
+    if len(axes) != 1 or tensor.ndim == 0 or result is not tensor.dtype or \
+            tensor.dtype not in _AXIS_DTYPES or tensor.device.type == "cpu":
+        return None
+    reduce_axis = _dispatch.hook(_dispatch.backend_of(tensor.device), "reduce_axis")
+    if reduce_axis is None or tensor.numel() == 0 or not tensor.is_contiguous():
+        return None
+    return reduce_axis(op, tensor.shape, axes[0], tensor.dtype.numpy, acc, result.numpy)
+
+
+def _launch_axis_kernel(op: str, tensor: Tensor, fast, keepdim: bool, axes,
+                        result: _dtype.dtype) -> Tensor:
+    """Run :func:`_axis_kernel`'s launcher ``fast`` into a new result tensor."""
+    device = tensor.device
+    shape = _reduced_shape(tensor.shape, axes, keepdim)
+    out = _dispatch.empty(device, shape, result)
+    kernel = functools.partial(fast, tensor._data, out)
+    # the backend's own kernel touches no NumPy: nothing to silence
+    _dispatch.launch_native(device, _dispatch.named(op, kernel, shape=shape))
+    return Tensor._make(out, device, result)
+
+
 def _check_nonempty(op: str, tensor: Tensor, axes) -> None:
     for d in axes:
         if tensor.shape[d] == 0:
@@ -269,6 +299,8 @@ def _sum_plan(op: str, tensor, dim, keepdim, dtype, reducer: str) -> _SumPlan:
             0 < tensor.numel() <= hook.limit:  # type: ignore[attr-defined]
         plan.fast = hook(plan.acc if tensor.dtype.numpy == plan.acc else tensor.dtype.numpy,
                          plan.result.numpy)
+    if plan.fast is None and op == "sum":
+        plan.fast = _axis_kernel("sum", tensor, axes, plan.result, plan.acc)
     plan.attrs = {"shape": plan.shape}
     # the backend's own sum kernel touches no NumPy: nothing to silence
     plan.launch = _dispatch.launch if plan.fast is None else _dispatch.launch_native
@@ -303,6 +335,9 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     _need_float("mean", result)
     axes = _axes(tensor, dim, "mean")
     acc = _summing_dtype(tensor._data, axes, _accumulate(result).numpy)
+    fast = _axis_kernel("mean", tensor, axes, result, acc)
+    if fast is not None:
+        return _launch_axis_kernel("mean", tensor, fast, keepdim, axes, result)
 
     def body(xp, a, axis, keepdims):
         if a.size == 0:   # NaN, as PyTorch gives, without NumPy's "Mean of empty slice"
@@ -335,6 +370,9 @@ def _extreme(op: str, tensor, dim, keepdim: bool, reducer: str) -> Tensor:
     tensor = _check_tensor_op(tensor, op)
     axes = _axes(tensor, dim, op)
     _check_nonempty(op, tensor, axes)
+    fast = _axis_kernel(reducer, tensor, axes, tensor.dtype, None)
+    if fast is not None:
+        return _launch_axis_kernel(op, tensor, fast, keepdim, axes, tensor.dtype)
 
     def body(xp, a, axis, keepdims):
         return getattr(xp, reducer)(a, axis=axis, keepdims=keepdims)

@@ -2,16 +2,19 @@
 
 The op layer (``_tensor/activations.py``) composes softmax from ``xp`` calls, which on CuPy would
 launch one kernel per call. Here :func:`softmax` ``(x, dim, out, log)`` is ONE raw kernel
-(``_elementwise_source.softmax_source``: a block per row reduces the maximum and the sum of
-``exp(x - max)`` and writes the result), launched through :class:`._launch.PackedLaunch`. The
-elementwise activations (gelu, silu, sigmoid, erf) are raw kernels of ``_elementwise.py``.
+(``_elementwise_source.softmax_rows_source`` over the last dimension: a warp, or for rows
+longer than 1024 a block, reads each row once into registers, reduces its maximum and the sum of
+``exp(x - max)`` by warp shuffles and writes the result once; ``softmax_source`` along any other
+dimension and for rows too long for registers), launched through
+:class:`._launch.PackedLaunch`. The elementwise activations (gelu, silu, sigmoid, erf) are raw
+kernels of ``_elementwise.py``.
 
 float16 and bfloat16 compute in float32 and round once when stored; float64 computes in double.
-Kernels are made once per (dtype, log) in the backend's one kernel cache (``_kernels``) and
-compiled and loaded on first use per device under relaxed capture mode (loading a module inside
-a global-mode capture is refused). A non-contiguous input or output takes a contiguous copy from
-CuPy's allocator, which tensorplay routes into the graph's pool while a stream captures. Nothing
-here synchronizes the host.
+Kernels are made once per (dtype, log, row plan) in the backend's one kernel cache
+(``_kernels``) and compiled and loaded on first use per device under relaxed capture mode
+(loading a module inside a global-mode capture is refused). A non-contiguous input or output
+takes a contiguous copy from CuPy's allocator, which tensorplay routes into the graph's pool
+while a stream captures. Nothing here synchronizes the host.
 """
 
 from __future__ import annotations
@@ -32,6 +35,9 @@ _BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which tensorplay impor
 _SOFTMAX_DTYPES = frozenset((np.dtype(np.float16), _BF16, np.dtype(np.float32),
                              np.dtype(np.float64)))
 _GRID_CAP = 1 << 20   # blocks per softmax launch; each strides over the rows past it
+_ROWS_PER_BLOCK = 4   # warps (rows) a block of the warp-per-row kernel runs
+#: (length, dtype, vectorized) -> the register row kernel's plan, () when it takes none
+_plans: dict[tuple, tuple] = {}
 
 
 def _check_pair(x, out, what: str) -> None:
@@ -52,9 +58,55 @@ def _softmax_kernel(dtype: np.dtype, log: bool) -> PackedLaunch:
     return _kernel_cache.cached(("softmax", dtype, log), make)
 
 
+def _softmax_rows_kernel(dtype: np.dtype, log: bool, plan: tuple) -> PackedLaunch:
+    """The register row kernel's launcher for ``plan`` (``_source.row_plan``'s ``(warp, width,
+    vectors, threads)``; parameters x, y, length, rows), made once per kernel."""
+    warp, width, vectors, _ = plan
+
+    def make() -> PackedLaunch:
+        kernel = cupy.RawKernel(_source.softmax_rows_source(dtype, log, warp, width, vectors),
+                                _source.softmax_rows_name(dtype, log, warp, width, vectors))
+        return PackedLaunch(kernel, 4)
+    return _kernel_cache.cached(("softmax-rows", dtype, log, warp, width, vectors), make)
+
+
+def _softmax_rows(x, target, length: int, log: bool) -> bool:
+    """Softmax over the last dimension of C-contiguous ``x`` into ``target`` by the register
+    row kernel (``_source.softmax_rows_source``): each row read once and written once, 16
+    bytes a load where both arrays and every row start on 16-byte boundaries. False, launching
+    nothing, for rows too long to keep in registers."""
+    itemsize = x.dtype.itemsize
+    vectorized = not ((x.data.ptr | target.data.ptr | length * itemsize) % _source.VECTOR_BYTES)
+    plan = _plans.get((length, x.dtype, vectorized))
+    if plan is None:
+        plan = _source.row_plan(length, x.dtype, vectorized) or ()
+        if len(_plans) >= 1024:   # row lengths that never repeat must not grow it unbounded
+            _plans.clear()
+        _plans[(length, x.dtype, vectorized)] = plan
+    if not plan:
+        return False
+    packed = _softmax_rows_kernel(x.dtype, log, plan)
+    key = ("softmax-rows", x.dtype, log) + plan[:3]
+    device = x.data.device_id
+    if not _kernel_cache.is_warm(key, device):
+        _kernel_cache.warm(key, device, lambda: packed.kernel.kernel)
+    found = packed.buffers.get(thread_ident()) or packed.buffer()
+    values = found[0]
+    rows = x.size // length
+    values[0], values[1], values[2], values[3] = x.data.ptr, target.data.ptr, length, rows
+    if plan[0]:   # a warp per row, four rows a block
+        packed(min(-(-rows // _ROWS_PER_BLOCK), _GRID_CAP), 32 * _ROWS_PER_BLOCK, found[1])
+    else:
+        packed(min(rows, _GRID_CAP), plan[3], found[1])
+    return True
+
+
 def softmax(x, dim: int, out, log: bool) -> None:
     """``out[...] = softmax(x, dim)`` (``log``: log-softmax) in one kernel on CuPy's current
-    stream.
+    stream: along the last dimension (and any dimension followed by ones only), rows that fit in
+    registers (``_elementwise_source.row_plan``: up to 32768 float32, 16384 float16 or bfloat16
+    elements, 8192 float64 or off 16-byte boundaries) are read once and written once; other
+    dimensions and longer rows take the kernel that reads a row three times.
 
     Raises:
         ValueError: ``out`` of another dtype or shape; ``dim`` out of range for ``x``.
@@ -75,6 +127,10 @@ def softmax(x, dim: int, out, log: bool) -> None:
     if not x.flags.c_contiguous:
         x = cupy.ascontiguousarray(x)
     target = out if out.flags.c_contiguous else cupy.empty(out.shape, out.dtype)
+    if inner == 1 and _softmax_rows(x, target, length, log):
+        if target is not out:
+            out[...] = target
+        return
     packed = _softmax_kernel(x.dtype, log)
     device = x.data.device_id
     if not _kernel_cache.is_warm(("softmax", x.dtype, log), device):

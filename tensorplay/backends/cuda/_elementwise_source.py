@@ -29,7 +29,9 @@ import numpy as np
 __all__ = ["OPS", "SUM_SMALL_LIMIT", "SUM_NAME", "HALF_DTYPES", "kernel_source", "kernel_name",
            "unary_expression", "program_source", "program_name", "sum_source", "sum_accumulator",
            "result_dtype", "arity", "softmax_source", "softmax_name", "HELPERS", "storage_type",
-           "compute_type", "load_expr", "store_expr"]
+           "compute_type", "load_expr", "store_expr", "VECTOR_BYTES", "ROW_WARP_LIMIT",
+           "ROW_BLOCK_LIMIT", "ROW_REGISTER_VALUES", "vector_width", "row_plan", "row_helpers",
+           "row_loop", "softmax_rows_source", "softmax_rows_name"]
 
 SUM_SMALL_LIMIT = 1 << 16   #: the most elements one single-block sum kernel is given
 
@@ -496,6 +498,212 @@ def softmax_source(dtype, log: bool) -> str | None:
         "        for (tp_i64 j = threadIdx.x; j < length; j += blockDim.x) {",
         f"            const {acc} v = ({acc}){load};",
         f"            y[start + j * inner] = {_store(dtype, dtype, result)};",
+        "        }",
+        "    }",
+        "}",
+        "",
+    ])
+
+
+# -- row kernels that keep a row in registers ---------------------------------------------------
+VECTOR_BYTES = 16   #: the widest load a thread issues (``tp_vec`` of :func:`row_helpers`)
+ROW_WARP_LIMIT = 1024   #: the longest row the register row kernels give one warp; longer: a block
+ROW_BLOCK_LIMIT = 1024   #: the most threads a block-per-row register kernel runs
+#: the most compute-typed values a thread of a block-per-row register kernel keeps (see row_plan)
+ROW_REGISTER_VALUES = 32
+
+
+def vector_width(dtype) -> int:
+    """The elements of ``dtype`` in one :data:`VECTOR_BYTES` load."""
+    return VECTOR_BYTES // np.dtype(dtype).itemsize
+
+
+def row_plan(length: int, dtype, vectorized: bool) -> tuple[bool, int, int, int] | None:
+    """How a register row kernel covers a row of ``length`` elements of ``dtype``:
+    ``(warp, width, vectors, threads)``, or None when the row does not fit in registers.
+
+    ``width`` is :func:`vector_width` when ``vectorized`` (the caller checked that every row
+    starts on a :data:`VECTOR_BYTES` boundary, so ``length`` is a multiple of it) else 1;
+    ``vectors`` is how many loads of ``width`` elements each thread holds (a power of two for a
+    block, as few as cover the row for a warp: each count is a kernel of its own).
+    ``warp``: one warp per row (rows of at most :data:`ROW_WARP_LIMIT`), ``threads`` then being
+    32; else one block of ``threads`` (a power of two, 128 to :data:`ROW_BLOCK_LIMIT`) per row.
+    A block's ``vectors * width`` is at most :data:`ROW_REGISTER_VALUES` for 16-byte loads of
+    float32, half that for 16-byte loads of float16 and bfloat16, a quarter of it otherwise (a
+    block kernel is bounded to 64 registers a thread); a warp's is at most 32.
+    """
+    dtype = np.dtype(dtype)
+    width = vector_width(dtype) if vectorized else 1
+    count = -(-length // width)   # loads per row
+    if length <= ROW_WARP_LIMIT:   # no launch bound: registers enough for 32 doubles
+        return True, width, -(-count // 32), 32
+    # a block kernel is bounded to 64 registers a thread: conversions from 16 bits, scalar
+    # loads and double values need more of them a value
+    if width == 1 or dtype == _F64:
+        cap = ROW_REGISTER_VALUES // 4
+    else:
+        cap = ROW_REGISTER_VALUES // (2 if dtype in _HALVES else 1)
+    # up to 512 threads holding as few loads each as cover the row; past the cap, 1024 threads
+    vectors = 1 << (-(-count // 512) - 1).bit_length()
+    if vectors * width > cap:
+        vectors = 1 << (-(-count // ROW_BLOCK_LIMIT) - 1).bit_length()
+        if vectors * width > cap:
+            return None
+    threads = max(128, 1 << (-(-count // vectors) - 1).bit_length())
+    return False, width, vectors, threads
+
+
+def row_helpers(dtype, width: int) -> str:
+    """The prelude of a register row kernel over ``dtype``: :data:`HELPERS`, ``tp_vec`` (``width``
+    stored elements ``s[]`` loaded and stored as one aligned access), and ``tp_warp_max`` /
+    ``tp_warp_sum`` / ``tp_block_max`` / ``tp_block_sum`` over the compute type (the block forms
+    take 32 shared words; every thread gets the result; ``tp_*_max`` ignore NaN: ``fmax``)."""
+    dtype = np.dtype(dtype)
+    storage, acc = _CTYPES[dtype][0], _CTYPES[dtype][1]
+    fmax, _, _, minus_inf = _SOFTMAX_MATH[acc]
+    return "\n".join([
+        _HELPERS,
+        f"struct alignas({dtype.itemsize * width}) tp_vec {{ {storage} s[{width}]; }};",
+        f"__device__ __forceinline__ {acc} tp_warp_max({acc} v) {{",
+        "    for (int o = 16; o > 0; o >>= 1) "
+        f"v = {fmax}(v, __shfl_xor_sync(0xffffffffu, v, o));",
+        "    return v;",
+        "}",
+        f"__device__ __forceinline__ {acc} tp_warp_sum({acc} v) {{",
+        "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);",
+        "    return v;",
+        "}",
+        f"__device__ __forceinline__ {acc} tp_block_max({acc} v, {acc}* shared) {{",
+        "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
+        "    v = tp_warp_max(v);",
+        "    if (lane == 0) shared[warp] = v;",
+        "    __syncthreads();",
+        f"    v = tp_warp_max(lane < (int)(blockDim.x >> 5) ? shared[lane] : {minus_inf});",
+        "    __syncthreads();",
+        "    return v;",
+        "}",
+        f"__device__ __forceinline__ {acc} tp_block_sum({acc} v, {acc}* shared) {{",
+        "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
+        "    v = tp_warp_sum(v);",
+        "    if (lane == 0) shared[warp] = v;",
+        "    __syncthreads();",
+        f"    v = tp_warp_sum(lane < (int)(blockDim.x >> 5) ? shared[lane] : ({acc})0);",
+        "    __syncthreads();",
+        "    return v;",
+        "}",
+    ])
+
+
+def row_loop(warp: bool, vectors: int) -> list[str]:
+    """The opening lines of a register row kernel's body (closed by one ``}``): a grid-stride
+    loop giving ``r`` (the row), ``tid``/``nthreads`` (this thread's place among the row's
+    threads) and ``n`` (the row's loads of ``width``); a thread's load ``k`` (``0 <= k <
+    vectors``) is ``i = k * nthreads + tid``, present when ``i < n``. Expects the parameters
+    ``length``, ``rows`` and a compile-time ``W`` (the width)."""
+    if warp:
+        lines = ["    const int tid = threadIdx.x & 31, nthreads = 32;",
+                 "    const tp_i64 step = (tp_i64)gridDim.x * (blockDim.x >> 5);",
+                 "    const tp_i64 first = (tp_i64)blockIdx.x * (blockDim.x >> 5) "
+                 "+ (threadIdx.x >> 5);"]
+    else:
+        lines = ["    const int tid = threadIdx.x, nthreads = blockDim.x;",
+                 "    const tp_i64 step = gridDim.x, first = blockIdx.x;"]
+    return lines + [
+        "    const int n = (int)(length / W);",
+        f"    constexpr int K = {vectors};",
+        "    for (tp_i64 r = first; r < rows; r += step) {",
+    ]
+
+
+def softmax_rows_name(dtype, log: bool, warp: bool, width: int, vectors: int) -> str:
+    """The ``extern "C"`` name of :func:`softmax_rows_source`'s kernel."""
+    kind = "log_softmax" if log else "softmax"
+    return f"tp_{kind}_rows_{np.dtype(dtype).name}_{'warp' if warp else 'block'}{width}x{vectors}"
+
+
+def softmax_rows_source(dtype, log: bool, warp: bool, width: int, vectors: int) -> str | None:
+    """The CUDA source of softmax (``log``: log-softmax) over the last dimension of a
+    C-contiguous float16, bfloat16, float32 or float64 array, reading each row once into
+    registers and writing it once, or None for another dtype.
+
+    The kernel ``NAME(const STORAGE* x, STORAGE* y, long long length, long long rows)`` takes a
+    plan of :func:`row_plan`: ``warp`` (a warp per row; blocks of any multiple of 32 threads)
+    or a block per row (``threads`` of the plan; at most :data:`ROW_BLOCK_LIMIT`), each thread
+    holding ``vectors`` loads of ``width`` elements. Pitfall: ``width > 1`` needs ``x`` and
+    ``y`` on :data:`VECTOR_BYTES` boundaries and ``length`` a multiple of ``width``; and the
+    plan must cover the row (``vectors * width * threads >= length``): neither is checked.
+    The maximum and the sum reduce by warp shuffles (and 32 shared words across a block's
+    warps). Results as :func:`softmax_source`'s: a row holding NaN, or whose maximum is
+    infinite, is NaN throughout; float64 computes in double, the others in float.
+    """
+    dtypes = _normalize(dtype)
+    if dtypes is None or dtypes[0] not in _FLOATS:
+        return None
+    dtype = dtypes[0]
+    storage, acc = _CTYPES[dtype][0], _CTYPES[dtype][1]
+    fmax, exp, logf, minus_inf = _SOFTMAX_MATH[acc]
+    reduce_max = "tp_warp_max(m)" if warp else "tp_block_max(m, shared)"
+    reduce_sum = "tp_warp_sum(s)" if warp else "tp_block_sum(s, shared)"
+    if log:
+        keep, finish, result = "", f"        const {acc} logsum = {logf}(s);", "(v[j] - m) - logsum"
+    else:
+        keep, finish, result = " v[j] = e;", "", "v[j] / s"
+    name = softmax_rows_name(dtype, log, warp, width, vectors)
+    bounds = "" if warp else f"__launch_bounds__({ROW_BLOCK_LIMIT}) "
+    return "\n".join([
+        row_helpers(dtype, width),
+        f"constexpr int W = {width};",
+        f'extern "C" __global__ void {bounds}{name}(',
+        f"        const {storage}* __restrict__ x, {storage}* __restrict__ y,",
+        "        const tp_i64 length, const tp_i64 rows) {",
+        "" if warp else f"    __shared__ {acc} shared[32];",
+        *row_loop(warp, vectors),
+        "        const tp_vec* src = reinterpret_cast<const tp_vec*>(x + r * length);",
+        f"        {acc} v[K * W];",
+        f"        {acc} m = {minus_inf};",
+        "        #pragma unroll",
+        "        for (int k = 0; k < K; ++k) {",
+        "            const int i = k * nthreads + tid;",
+        "            if (i < n) {",
+        "                const tp_vec q = src[i];",
+        "                #pragma unroll",
+        "                for (int t = 0; t < W; ++t) {",
+        f"                    v[k * W + t] = ({acc}){_load(dtype, 'q.s[t]')};",
+        f"                    m = {fmax}(m, v[k * W + t]);",
+        "                }",
+        "            } else {",
+        "                #pragma unroll",
+        f"                for (int t = 0; t < W; ++t) v[k * W + t] = ({acc})0;",
+        "            }",
+        "        }",
+        f"        m = {reduce_max};",
+        f"        {acc} s = 0;",
+        "        #pragma unroll",
+        "        for (int k = 0; k < K; ++k) {",
+        "            if (k * nthreads + tid < n) {",
+        "                #pragma unroll",
+        "                for (int t = 0; t < W; ++t) {",
+        "                    const int j = k * W + t;",
+        f"                    const {acc} e = {exp}(v[j] - m);",
+        f"                    s += e;{keep}",
+        "                }",
+        "            }",
+        "        }",
+        f"        s = {reduce_sum};",
+        finish,
+        "        tp_vec* dst = reinterpret_cast<tp_vec*>(y + r * length);",
+        "        #pragma unroll",
+        "        for (int k = 0; k < K; ++k) {",
+        "            const int i = k * nthreads + tid;",
+        "            if (i < n) {",
+        "                tp_vec q;",
+        "                #pragma unroll",
+        "                for (int t = 0; t < W; ++t) {",
+        "                    const int j = k * W + t;",
+        f"                    q.s[t] = {_store(dtype, dtype, result)};",
+        "                }",
+        "                dst[i] = q;",
+        "            }",
         "        }",
         "    }",
         "}",

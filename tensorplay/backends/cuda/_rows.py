@@ -2,10 +2,14 @@
 :class:`._launch.PackedLaunch`.
 
 ``layer_norm(x, weight, bias, out, eps)``
-    One block per row of the last dimension: the mean, then the biased variance of the
-    centred values (two passes over a row that stays in cache, as accurate as the composed
-    form), then ``(x - mean) * rsqrt(var + eps) * weight + bias``. float16, bfloat16 and
-    float32 compute in float, float64 in double; each element is rounded once when stored.
+    Per row of the last dimension: the mean, then the biased variance of the centred values
+    (the two-pass form, as accurate as the composed one), then ``(x - mean) * rsqrt(var + eps)
+    * weight + bias``. Rows that fit in registers (``_elementwise_source.row_plan``: up to
+    32768 float32, 16384 float16 or bfloat16 elements, 8192 float64 or off 16-byte boundaries)
+    are read once into registers (a warp per row up to 1024 elements, else a block; 16-byte
+    loads where every operand and row start on 16-byte boundaries) and written once; longer
+    rows take one block per row that reads the row three times. float16, bfloat16 and float32
+    compute in float, float64 in double; each element is rounded once when stored.
 
 Kernels are made once per signature in the one kernel cache (``_kernels``) and compiled and
 loaded on first use per device under relaxed capture mode. Nothing here synchronizes the host.
@@ -25,7 +29,10 @@ __all__ = ["layer_norm", "LAYER_NORM_DTYPES"]
 _BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which tensorplay imports first
 _F32 = np.dtype(np.float32)
 LAYER_NORM_DTYPES = frozenset((np.dtype(np.float16), _BF16, _F32, np.dtype(np.float64)))
-_GRID_CAP = 1 << 20   # rows per layer_norm launch; each block strides over the rows past it
+_GRID_CAP = 1 << 20   # blocks per layer_norm launch; each strides over the rows past it
+_ROWS_PER_BLOCK = 4   # warps (rows) a block of the warp-per-row kernel runs
+#: (length, dtype, vectorized) -> the register row kernel's plan, () when it takes none
+_plans: dict[tuple, tuple] = {}
 
 
 # -- layer_norm ------------------------------------------------------------------------------
@@ -75,6 +82,94 @@ def _layer_norm_source(dtype: np.dtype, name: str) -> str:
     ])
 
 
+def _layer_norm_rows_source(dtype: np.dtype, name: str, warp: bool, width: int,
+                            vectors: int) -> str:
+    """The register row kernel of ``layer_norm`` for a plan of ``_source.row_plan``: each
+    thread loads its ``vectors`` loads of ``width`` elements of a row once, the mean and then
+    the biased variance of the centred values come from those registers (the two-pass form,
+    one read), and each element is written once. Parameters as the two-pass kernel's. Pitfall:
+    ``width > 1`` needs ``x``, ``y``, ``w`` and ``b`` on 16-byte boundaries and ``length`` a
+    multiple of ``width`` (not checked)."""
+    storage, acc = _source.storage_type(dtype), _source.compute_type(dtype)
+    rsqrt = "rsqrt" if acc == "double" else "rsqrtf"
+    reduce_sum = "tp_warp_sum(s)" if warp else "tp_block_sum(s, shared)"
+    bounds = "" if warp else f"__launch_bounds__({_source.ROW_BLOCK_LIMIT}) "
+    return "\n".join([
+        _source.row_helpers(dtype, width),
+        f"constexpr int W = {width};",
+        f'extern "C" __global__ void {bounds}{name}(',
+        f"        const {storage}* __restrict__ x, const {storage}* __restrict__ w,",
+        f"        const {storage}* __restrict__ b, {storage}* __restrict__ y,",
+        "        const tp_i64 length, const tp_i64 rows, const double eps) {",
+        "" if warp else f"    __shared__ {acc} shared[32];",
+        *_source.row_loop(warp, vectors),
+        "        const tp_vec* src = reinterpret_cast<const tp_vec*>(x + r * length);",
+        f"        {acc} v[K * W];",
+        f"        {acc} s = 0;",
+        "        #pragma unroll",
+        "        for (int k = 0; k < K; ++k) {",
+        "            const int i = k * nthreads + tid;",
+        "            if (i < n) {",
+        "                const tp_vec q = src[i];",
+        "                #pragma unroll",
+        "                for (int t = 0; t < W; ++t) {",
+        f"                    v[k * W + t] = ({acc}){_source.load_expr(dtype, 'q.s[t]')};",
+        "                    s += v[k * W + t];",
+        "                }",
+        "            } else {",
+        "                #pragma unroll",
+        f"                for (int t = 0; t < W; ++t) v[k * W + t] = ({acc})0;",
+        "            }",
+        "        }",
+        f"        const {acc} mean = {reduce_sum} / ({acc})length;",
+        "        s = 0;",
+        "        #pragma unroll",
+        "        for (int k = 0; k < K; ++k) {",
+        "            if (k * nthreads + tid < n) {",
+        "                #pragma unroll",
+        "                for (int t = 0; t < W; ++t) {",
+        f"                    const {acc} c = v[k * W + t] - mean;",
+        "                    s += c * c;",
+        "                }",
+        "            }",
+        "        }",
+        f"        const {acc} inv = {rsqrt}({reduce_sum} / ({acc})length + ({acc})eps);",
+        "        tp_vec* dst = reinterpret_cast<tp_vec*>(y + r * length);",
+        "        #pragma unroll",
+        "        for (int k = 0; k < K; ++k) {",
+        "            const int i = k * nthreads + tid;",
+        "            if (i < n) {",
+        "                tp_vec q, wq, bq;",
+        "                if (w) wq = reinterpret_cast<const tp_vec*>(w)[i];",
+        "                if (b) bq = reinterpret_cast<const tp_vec*>(b)[i];",
+        "                #pragma unroll",
+        "                for (int t = 0; t < W; ++t) {",
+        f"                    {acc} o = (v[k * W + t] - mean) * inv;",
+        f"                    if (w) o *= ({acc}){_source.load_expr(dtype, 'wq.s[t]')};",
+        f"                    if (b) o += ({acc}){_source.load_expr(dtype, 'bq.s[t]')};",
+        f"                    q.s[t] = {_source.store_expr(dtype, 'o')};",
+        "                }",
+        "                dst[i] = q;",
+        "            }",
+        "        }",
+        "    }",
+        "}",
+        "",
+    ])
+
+
+def _layer_norm_rows_kernel(dtype: np.dtype, plan: tuple) -> PackedLaunch:
+    """The register row kernel's launcher for ``plan`` (``_source.row_plan``'s ``(warp, width,
+    vectors, threads)``), made once per kernel."""
+    warp, width, vectors, _ = plan
+    name = f"tp_layer_norm_rows_{dtype.name}_{'warp' if warp else 'block'}{width}x{vectors}"
+
+    def make() -> PackedLaunch:
+        source = _layer_norm_rows_source(dtype, name, warp, width, vectors)
+        return PackedLaunch(cupy.RawKernel(source, name), 7, scalar_format="d")
+    return _kernel_cache.cached(("layer_norm-rows", dtype, warp, width, vectors), make)
+
+
 def _layer_norm_kernel(dtype: np.dtype) -> PackedLaunch:
     name = f"tp_layer_norm_{dtype.name}"
 
@@ -110,9 +205,24 @@ def layer_norm(x, weight, bias, out, eps: float) -> None:
         raise ValueError("layer_norm: out must have x's dtype and shape")
     if x.size == 0:
         return
-    packed = _layer_norm_kernel(x.dtype)
+    pointers = x.data.ptr | out.data.ptr | length * x.dtype.itemsize
+    for param in (weight, bias):
+        if param is not None:
+            pointers |= param.data.ptr
+    vectorized = not pointers % _source.VECTOR_BYTES
+    plan = _plans.get((length, dtype, vectorized))
+    if plan is None:
+        plan = _source.row_plan(length, dtype, vectorized) or ()
+        if len(_plans) >= 1024:   # row lengths that never repeat must not grow it unbounded
+            _plans.clear()
+        _plans[(length, dtype, vectorized)] = plan
+    if plan:
+        packed = _layer_norm_rows_kernel(dtype, plan)
+        key: tuple = ("layer_norm-rows", dtype) + plan[:3]
+    else:
+        packed = _layer_norm_kernel(dtype)
+        key = ("layer_norm", dtype)
     device = x.data.device_id
-    key = ("layer_norm", x.dtype)
     if not _kernel_cache.is_warm(key, device):
         _kernel_cache.warm(key, device, lambda: packed.kernel.kernel)
     found = packed.buffers.get(thread_ident()) or packed.buffer()
@@ -123,5 +233,10 @@ def layer_norm(x, weight, bias, out, eps: float) -> None:
     values[2] = 0 if bias is None else bias.data.ptr
     values[4], values[5] = length, rows
     found[3][6] = eps
-    threads = min(1024, max(32, 1 << ((length + 3) // 4 - 1).bit_length()))
-    packed(min(rows, _GRID_CAP), threads, found[1])
+    if not plan:
+        threads = min(1024, max(32, 1 << ((length + 3) // 4 - 1).bit_length()))
+        packed(min(rows, _GRID_CAP), threads, found[1])
+    elif plan[0]:   # a warp per row, four rows a block
+        packed(min(-(-rows // _ROWS_PER_BLOCK), _GRID_CAP), 32 * _ROWS_PER_BLOCK, found[1])
+    else:
+        packed(min(rows, _GRID_CAP), plan[3], found[1])

@@ -406,6 +406,13 @@ def _arg_extreme(op: str, tensor, dim, keepdim: bool, finder: str) -> Tensor:
     axes = _axes(tensor, dim, op)
     _check_nonempty(op, tensor, axes)
     axis = axes[0] if axes else None
+    if axis is not None and axis == tensor.ndim - 1 and tensor.device.type != "cpu" and \
+            tensor.dtype in _AXIS_DTYPES and tensor.is_contiguous():
+        reduce_axis = _dispatch.hook(_dispatch.backend_of(tensor.device), "reduce_axis")
+        fast = None if reduce_axis is None else reduce_axis(
+            finder, tensor.shape, axis, tensor.dtype.numpy, None, np.dtype(np.int64))
+        if fast is not None:
+            return _launch_axis_kernel(op, tensor, fast, keepdim, axes, _dtype.int64)
 
     def body(xp, a, _axis, keepdims):
         return getattr(xp, finder)(a, axis=axis, keepdims=keepdims)

@@ -353,7 +353,9 @@ class OptionalHooks(Protocol):
     def reduce_axis(self, op: str, shape: tuple[int, ...], axis: int, dtype: Any, acc: Any,
                     out: Any) -> Callable | None:
         """A launcher ``fn(x, out_array)`` of the reduction ``op`` ("sum", "mean", "amax" or
-        "amin") of a non-empty C-contiguous ``x`` of ``shape`` and float ``dtype`` over its one
+        "amin"; or "argmax"/"argmin", into int64 ``out``: the index of the first extreme, a NaN
+        counting as one) of a non-empty C-contiguous ``x`` of ``shape`` and float ``dtype`` over
+        its one
         dimension ``axis`` (normalized), written into the C-contiguous ``out_array`` of dtype
         ``out`` (the other dimensions' elements in order, keepdim or not), or None for a case
         it has no kernel for (cuda: the last dimension, or the first of two or more, of

@@ -138,6 +138,19 @@ def test_one_axis_reductions_call_the_hook(recorded, call, op, axis, acc):
 
 
 @_needs_accelerator
+def test_last_axis_argmax_calls_the_hook_others_do_not(recorded):
+    data = np.random.default_rng(1).standard_normal((20, 6))
+    x = tp.tensor(data, dtype=tp.float32, device=_acc_dev())
+    assert x.argmax(-1).cpu().numpy().tolist() == data.argmax(-1).tolist()
+    assert x.argmin(1, keepdim=True).cpu().numpy().tolist() == \
+        data.argmin(1, keepdims=True).tolist()
+    assert x.argmax(0).cpu().numpy().tolist() == data.argmax(0).tolist()   # not the last: xp
+    assert x.argmax().item() == data.argmax()                              # flat: xp
+    assert [(c[0], c[1], c[2], c[5]) for c in recorded] == [
+        ("argmax", (20, 6), 1, np.dtype(np.int64)), ("argmin", (20, 6), 1, np.dtype(np.int64))]
+
+
+@_needs_accelerator
 def test_halves_pass_their_accumulation_dtype(recorded):
     x = tp.ones((30, 8), dtype=tp.bfloat16, device=_acc_dev())
     assert x.sum(-1).dtype is tp.bfloat16 and x.mean(0).dtype is tp.bfloat16
@@ -357,6 +370,26 @@ def test_gpu_extremes_propagate_nan(cuda, dtype, op, dim):
     x, stored = _on_gpu(values, dtype)
     got = getattr(x, op)(dim).double().cpu().numpy()
     np.testing.assert_array_equal(got, _REDUCERS[op](stored, axis=dim))
+
+
+@pytest.mark.parametrize("op", ["argmax", "argmin"])
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+@pytest.mark.parametrize("shape", [(1, 50257), (7, 1000), (3, 5), (2, 3, 2049), (4,)])
+def test_gpu_last_axis_argmax_and_argmin(cuda, dtype, op, shape):
+    """One block per row: the first extreme, a NaN counting as one (NumPy's answer), and
+    repeated extremes giving the lowest index."""
+    values = _data(shape, seed=shape[-1])
+    flat = values.reshape(-1, shape[-1])
+    flat[0, shape[-1] // 2:] = flat[0, 0] = 1e4 if op == "argmax" else -1e4   # ties
+    if flat.shape[0] > 1:
+        flat[1, shape[-1] - 1] = np.nan
+        flat[1, shape[-1] // 3] = np.nan
+    x, stored = _on_gpu(values, dtype)
+    for keepdim in (False, True):
+        got = getattr(x, op)(-1, keepdim=keepdim)
+        assert got.dtype is tp.int64
+        np.testing.assert_array_equal(got.cpu().numpy(),
+                                      getattr(np, op)(stored, axis=-1, keepdims=keepdim))
 
 
 @pytest.mark.parametrize("dim", [0, -1])

@@ -2,7 +2,8 @@
 launched through :class:`._launch.PackedLaunch` (the ``reduce_axis`` hook).
 
 ``reduce_axis(op, shape, axis, dtype, acc, out)`` gives a launcher ``fn(x, out_array)`` of
-``op`` ("sum", "mean", "amax", "amin") over
+``op`` ("sum", "mean", "amax", "amin"; "argmax" and "argmin", a block per row of the last
+dimension, NaN first and ties to the lowest index) over
 
 - the last dimension (:func:`rows_source`): a warp per row for rows of at most 4096 elements,
   else a block of 512 threads per row; each thread streams its share, eight loads of up to 16
@@ -37,6 +38,9 @@ from ._launch import PackedLaunch, thread_ident
 __all__ = ["reduce_axis", "REDUCE_OPS", "rows_source", "columns_source"]
 
 REDUCE_OPS = frozenset(("sum", "mean", "amax", "amin"))
+ARG_OPS = frozenset(("argmax", "argmin"))   # the last dimension only, into int64
+_I64 = np.dtype(np.int64)
+_ARG_THREADS = 1024
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 _FLOATS = frozenset((np.dtype(np.float16), np.dtype("bfloat16"), _F32, _F64))
 _CTYPE = {_F32: "float", _F64: "double"}
@@ -305,6 +309,84 @@ def _rows_launcher(op: str, dtype: np.dtype, acc: np.dtype) -> Callable:
     return launch
 
 
+def _arg_source(op: str, dtype: np.dtype, name: str) -> str:
+    """argmax/argmin over the last dimension: a block per row; NaN counts as the extreme and
+    ties go to the lowest index (NumPy's and PyTorch's answer)."""
+    ctype = "double" if dtype == _F64 else "float"
+    better = ">" if op == "argmax" else "<"
+    load = _source.load_expr(dtype, "row[j]")
+    return "\n".join([
+        _source.HELPERS,
+        # (a, ia) against (b, ib): an empty side (-1) loses, NaN wins, then the extreme, then
+        # the lower index
+        f"__device__ __forceinline__ void tp_pick({ctype}& a, long long& ia, const {ctype} b,",
+        "        const long long ib) {",
+        "    if (ib < 0) return;",
+        "    bool take;",
+        "    if (ia < 0) take = true;",
+        "    else if (a != a) take = (b != b) && ib < ia;",
+        "    else if (b != b) take = true;",
+        f"    else take = (b {better} a) || (b == a && ib < ia);",
+        "    if (take) { a = b; ia = ib; }",
+        "}",
+        f'extern "C" __global__ void __launch_bounds__({_ARG_THREADS}) {name}(',
+        f"        const {_source.storage_type(dtype)}* __restrict__ x,",
+        "        long long* __restrict__ out, const tp_i64 length, const tp_i64 rows) {",
+        f"    __shared__ {ctype} shared_value[32];",
+        "    __shared__ long long shared_index[32];",
+        "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
+        "    for (tp_i64 r = blockIdx.x; r < rows; r += gridDim.x) {",
+        f"        const {_source.storage_type(dtype)}* row = x + r * length;",
+        f"        {ctype} best = 0;",
+        "        long long at = -1;",
+        "        for (tp_i64 j = threadIdx.x; j < length; j += blockDim.x)",
+        f"            tp_pick(best, at, ({ctype}){load}, j);",
+        "        for (int o = 16; o > 0; o >>= 1) {",
+        f"            const {ctype} other = __shfl_xor_sync(0xffffffffu, best, o);",
+        "            const long long where = __shfl_xor_sync(0xffffffffu, at, o);",
+        "            tp_pick(best, at, other, where);",
+        "        }",
+        "        if (lane == 0) { shared_value[warp] = best; shared_index[warp] = at; }",
+        "        __syncthreads();",
+        "        if (warp == 0) {",
+        "            best = lane < (int)(blockDim.x >> 5) ? shared_value[lane] : 0;",
+        "            at = lane < (int)(blockDim.x >> 5) ? shared_index[lane] : -1;",
+        "            for (int o = 16; o > 0; o >>= 1) {",
+        f"                const {ctype} other = __shfl_xor_sync(0xffffffffu, best, o);",
+        "                const long long where = __shfl_xor_sync(0xffffffffu, at, o);",
+        "                tp_pick(best, at, other, where);",
+        "            }",
+        "            if (lane == 0) out[r] = at;",
+        "        }",
+        "        __syncthreads();",
+        "    }",
+        "}",
+        "",
+    ])
+
+
+def _arg_launcher(op: str, dtype: np.dtype) -> Callable:
+    name = f"tp_{op}_rows_{dtype.name}"
+    packed = _kernel_cache.cached(("reduce-arg", op, dtype), lambda: PackedLaunch(
+        cupy.RawKernel(_arg_source(op, dtype, name), name), 4))
+
+    def launch(x, out_array) -> None:
+        length = x.shape[-1]
+        rows = x.size // length
+        device = x.data.device_id
+        if not _kernel_cache.is_warm(("reduce-arg", op, dtype), device):
+            _kernel_cache.warm(("reduce-arg", op, dtype), device, lambda: packed.kernel.kernel)
+        found = packed.buffers.get(thread_ident()) or packed.buffer()
+        values = found[0]
+        values[0], values[1], values[2], values[3] = x.data.ptr, out_array.data.ptr, length, rows
+        threads = min(_ARG_THREADS, max(32, 1 << (length - 1).bit_length()))
+        packed(min(rows, _GRID_CAP), threads, found[1])
+
+    # the while-body scan looks at its arguments only (a function attribute mypy cannot type)
+    launch.tp_arguments_only = True  # type: ignore[attr-defined]
+    return launch
+
+
 def _columns_launcher(op: str, dtype: np.dtype, acc: np.dtype) -> Callable:
     itemsize, wide = dtype.itemsize, _source.vector_width(dtype)
 
@@ -337,7 +419,8 @@ def _columns_launcher(op: str, dtype: np.dtype, acc: np.dtype) -> Callable:
 
 
 def reduce_axis(op: str, shape: tuple[int, ...], axis: int, dtype, acc, out) -> Callable | None:
-    """A launcher ``fn(x, out_array)`` of ``op`` ("sum", "mean", "amax", "amin") over dimension
+    """A launcher ``fn(x, out_array)`` of ``op`` ("sum", "mean", "amax", "amin"; "argmax" and
+    "argmin" over the last dimension only, into int64, a block per row) over dimension
     ``axis`` of a C-contiguous CuPy array ``x`` of ``shape`` and ``dtype`` (float16, bfloat16,
     float32, float64), into the C-contiguous ``out_array`` of dtype ``out`` (``dtype`` itself)
     holding the other dimensions' elements in order (keepdim or not), or None for a case it
@@ -352,6 +435,12 @@ def reduce_axis(op: str, shape: tuple[int, ...], axis: int, dtype, acc, out) -> 
     (``tp_arguments_only``). Pitfall: ``x`` must have ``shape`` (the plan is the caller's).
     """
     dtype, out = np.dtype(dtype), np.dtype(out)
+    if op in ARG_OPS:
+        if dtype not in _FLOATS or out != _I64 or not shape or axis != len(shape) - 1 or \
+                math.prod(shape) == 0:
+            return None
+        return _kernel_cache.cached(("reduce-arg-launcher", op, dtype),
+                                    lambda: _arg_launcher(op, dtype))
     if op not in REDUCE_OPS or dtype not in _FLOATS or out != dtype or not shape:
         return None
     if op in ("sum", "mean"):

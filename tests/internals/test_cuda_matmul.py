@@ -187,3 +187,196 @@ def test_skinny_products_inside_a_raw_capture_replay():
     stream.synchronize()
     want = _ACTIVATIONS["silu"](hx.astype(np.float64) @ w.get() + bias.get())
     np.testing.assert_allclose(out.get(), want, rtol=1e-5, atol=1e-5)
+
+
+# -- half-precision skinny products (a decode step's shapes) ---------------------------------------
+_HALVES = [np.float16, ml_dtypes.bfloat16]
+
+
+def _half_tolerance(dtype) -> float:
+    """Twice the output's rounding (float32 accumulation adds far less at these sizes)."""
+    return 2.0 ** -7 if dtype == ml_dtypes.bfloat16 else 2.0 ** -10
+
+
+def _scaled(shape, dtype, seed, k):
+    """Random values of a layer's weight for an inner size k (so products stay near 1)."""
+    return (np.random.default_rng(seed).standard_normal(shape) / np.sqrt(k)).astype(dtype)
+
+
+def _weight(form: str, k: int, n: int, dtype, seed: int, pad: int = 0):
+    """A (k, n) CuPy weight: stored (k, n + pad) and sliced ("nn"), or the transpose of a
+    row-major (n, k + pad) one sliced to k ("nt", as ``linear`` holds it)."""
+    if form == "nn":
+        return cupy.asarray(_scaled((k, n + pad), dtype, seed, k))[:, :n]
+    return cupy.asarray(_scaled((n, k + pad), dtype, seed, k))[:, :k].T
+
+
+def _poison(array) -> None:
+    """Fill a CuPy array with NaN (copied from the host: no CuPy kernel of its dtype needed)."""
+    array.set(np.full(array.shape, np.nan, array.dtype))
+
+
+def _want(x, w, bias=None, activation=None, residual=None):
+    value = x.get().astype(np.float64) @ w.get().astype(np.float64)
+    if bias is not None:
+        value = value + bias.get().astype(np.float64)
+    value = _ACTIVATIONS[activation](value)
+    if residual is not None:
+        value = value + residual.get().astype(np.float64)
+    return value
+
+
+def _close(out, want, dtype):
+    tol = _half_tolerance(dtype)
+    np.testing.assert_allclose(out.get().astype(np.float64), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", _HALVES)
+@pytest.mark.parametrize("form", ["nn", "nt"])
+@pytest.mark.parametrize("rows", range(1, 9))
+def test_half_skinny_products_take_one_kernel(dtype, form, rows):
+    # GPT-2's decode products (k 768 or 3072), a k of no 256-multiple, and n with a tail
+    for k, n in ((768, 2304), (3072, 768), (40, 5)):
+        x = cupy.asarray(_host((rows, k), dtype, rows))
+        w = _weight(form, k, n, dtype, 1, pad=(-n) % 8 if form == "nn" else 0)
+        out = cupy.empty((rows, n), dtype)
+        for with_bias, activation in ((False, None), (True, None), (True, "gelu_tanh")):
+            assert _skinny.plan(x, w, out, with_bias, activation) is not None, (k, n)
+            bias = cupy.asarray(_host((n,), dtype, 2)) if with_bias else None
+            for _ in range(2):   # the second call takes the remembered launcher
+                _poison(out)
+                if with_bias:
+                    _BACKEND.matmul_epilogue(x, w, out, bias, activation)
+                else:
+                    _BACKEND.matmul(x, w, out)
+                _close(out, _want(x, w, bias, activation), dtype)
+
+
+@pytest.mark.parametrize("dtype", _HALVES)
+@pytest.mark.parametrize("form", ["nn", "nt"])
+def test_half_skinny_lm_head_width(dtype, form):
+    # GPT-2's LM head: 768 x 50257, its width a multiple of nothing ("nn" needs its row stride
+    # padded to a multiple of 8 elements; a contiguous one goes to cuBLASLt)
+    k, n = 768, 50257
+    w = _weight(form, k, n, dtype, 1, pad=7 if form == "nn" else 0)
+    for rows in (1, 3, 8):
+        x = cupy.asarray(_host((rows, k), dtype, rows))
+        out = cupy.empty((rows, n), dtype)
+        _poison(out)
+        assert _skinny.plan(x, w, out, False, None) is not None
+        _BACKEND.matmul(x, w, out)
+        _close(out, _want(x, w), dtype)
+    if form == "nn":
+        contiguous = cupy.asarray(_scaled((k, n), dtype, 1, k))
+        assert _skinny.plan(x, contiguous, out, False, None) is None
+        _close(_BACKEND.matmul(x, contiguous), _want(x, contiguous), dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float16, ml_dtypes.bfloat16, np.float32])
+@pytest.mark.parametrize("form", ["nn", "nt"])
+@pytest.mark.parametrize("rows", [1, 5, 8])
+def test_skinny_residual_through_matmul_residual(dtype, form, rows):
+    k, n = (768, 2304) if dtype != np.float32 else (128, 40)
+    x = cupy.asarray(_host((rows, k), dtype, rows))
+    w = _weight(form, k, n, dtype, 1)
+    bias = cupy.asarray(_host((n,), dtype, 2))
+    out = cupy.empty((rows, n), dtype)
+    assert _skinny.plan(x, w, out, True, None, True) is not None
+    assert _skinny.plan(x, w, out, True, "gelu_tanh", True) is None   # no activation with it
+    tol = _half_tolerance(dtype) if dtype != np.float32 else 1e-5
+    for seed, with_bias in ((3, True), (4, True), (5, False)):   # the launcher follows each call
+        residual = cupy.asarray(_host((rows, n), dtype, seed))
+        _poison(out)
+        _BACKEND.matmul_residual(x, w, out, bias if with_bias else None, residual)
+        want = _want(x, w, bias if with_bias else None, None, residual)
+        np.testing.assert_allclose(out.get().astype(np.float64), want, rtol=tol, atol=tol)
+    # the residual may be the output itself (accumulate_product_ adds a product into .grad)
+    accumulated = cupy.asarray(_host((rows, n), dtype, 6))
+    want = _want(x, w, None, None, accumulated)
+    _BACKEND.matmul_residual(x, w, accumulated, None, accumulated)
+    np.testing.assert_allclose(accumulated.get().astype(np.float64), want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", _HALVES)
+def test_half_products_the_skinny_kernels_do_not_take_fall_back(dtype):
+    base = cupy.asarray(_host((12, 800), dtype))
+    odd = cupy.asarray(_host((12, 804), dtype))                 # rows 1608 bytes apart
+    stored = cupy.asarray(_scaled((2304, 776), dtype, 1, 768))  # "nt" rows of 776 elements
+    nn = cupy.asarray(_scaled((768, 2312), dtype, 2, 768))      # "nn" rows of 2312 elements
+    nn_odd = cupy.asarray(_scaled((768, 2308), dtype, 3, 768))  # "nn" rows 4616 bytes apart
+    cases = [
+        (base[:4, 1:769], stored[:, :768].T),    # "nt": x starts 2 bytes past 16-byte alignment
+        (odd[:4, :768], stored[:, :768].T),      # "nt": x's rows not 16 bytes apart
+        (base[:4, :768], stored[:, 1:769].T),    # "nt": the weight's start likewise
+        (base[:4, :44], stored[:24, :44].T),     # "nt": k not a multiple of 8
+        (base[:4, :768], nn_odd[:, :2304]),      # "nn": the weight's rows likewise
+        (base[:4, :768], nn[:, ::2]),            # no unit stride in the weight
+        (base[:9, :768], stored[:, :768].T),     # 9 rows
+    ]
+    for x, w in cases:
+        out = cupy.empty((x.shape[0], w.shape[1]), dtype)
+        assert _skinny.plan(x, w, out, False, None) is None, (x.strides, w.strides)
+        _BACKEND.matmul(x, w, out)
+        _close(out, _want(x, w), dtype)
+    # "nn" reads x an element at a time: an unaligned x is taken
+    x, w = base[:4, 1:769], nn[:, :2304]
+    out = cupy.empty((4, 2304), dtype)
+    assert _skinny.plan(x, w, out, False, None) is not None
+    _BACKEND.matmul(x, w, out)
+    _close(out, _want(x, w), dtype)
+
+
+def test_half_skinny_products_without_nvmath(monkeypatch):
+    # the skinny kernels need no cuBLASLt: without nvmath-python half products of a few rows
+    # still take them (and so can be captured)
+    monkeypatch.setattr(_matmul, "_lt", None)
+    monkeypatch.setattr(_matmul, "_direct", {})
+    dtype = ml_dtypes.bfloat16
+    x = cupy.asarray(_host((2, 768), dtype))
+    w = _weight("nt", 768, 2304, dtype, 1)
+    bias = cupy.asarray(_host((2304,), dtype, 2))
+    residual = cupy.asarray(_host((2, 2304), dtype, 3))
+    out = cupy.empty((2, 2304), dtype)
+    _BACKEND.matmul_residual(x, w, out, bias, residual)
+    _close(out, _want(x, w, bias, None, residual), dtype)
+    assert not any(getattr(plan, "func", None) is _matmul._cupy_product
+                   for plan in _matmul._direct.values())
+
+
+@pytest.mark.parametrize("dtype", _HALVES)
+def test_half_skinny_products_inside_a_raw_capture_replay(dtype):
+    # a decode step's products: qkv with its bias, the MLP's with GELU, a projection with the
+    # residual, and the LM head ("nt", no bias)
+    hx = _host((1, 768), dtype)
+    x = cupy.zeros((1, 768), dtype)
+    w_qkv, w_fc = _weight("nn", 768, 2304, dtype, 1), _weight("nn", 768, 3072, dtype, 2)
+    w_proj, wte = _weight("nn", 3072, 768, dtype, 3), _weight("nt", 768, 50257, dtype, 4)
+    b_qkv, b_fc = cupy.asarray(_host((2304,), dtype, 5)), cupy.asarray(_host((3072,), dtype, 6))
+    b_proj = cupy.asarray(_host((768,), dtype, 7))
+    hidden = cupy.asarray(_host((1, 3072), dtype, 8))
+    residual = cupy.asarray(_host((1, 768), dtype, 9))
+    qkv, fc = cupy.empty((1, 2304), dtype), cupy.empty((1, 3072), dtype)
+    proj, logits = cupy.empty((1, 768), dtype), cupy.empty((1, 50257), dtype)
+
+    def step():
+        _BACKEND.matmul_epilogue(x, w_qkv, qkv, b_qkv, None)
+        _BACKEND.matmul_epilogue(x, w_fc, fc, b_fc, "gelu_tanh")
+        _BACKEND.matmul_residual(hidden, w_proj, proj, b_proj, residual)
+        _BACKEND.matmul(x, wte, logits)
+
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        step()                   # compiled and planned outside the capture
+        stream.begin_capture()
+        step()
+        graph = stream.end_capture()
+    for array in (qkv, fc, proj, logits):
+        _poison(array)
+    x.set(hx)
+    cupy.cuda.Device().synchronize()
+    graph.launch(stream)
+    stream.synchronize()
+    _close(qkv, _want(x, w_qkv, b_qkv), dtype)
+    _close(fc, _want(x, w_fc, b_fc, "gelu_tanh"), dtype)
+    _close(proj, _want(hidden, w_proj, b_proj, None, residual), dtype)
+    _close(logits, _want(x, wte), dtype)

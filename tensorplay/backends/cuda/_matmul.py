@@ -20,8 +20,10 @@ uniform stride per operand (stride 0 broadcasts); operands that do not (or that 
 themselves, as expanded views do) are copied to contiguous memory first. A 2-D right operand
 with a batched left one whose rows are uniformly strided folds the batch into the rows: one GEMM.
 
-Products of at most 8 float32 rows (a small batch through a layer) skip cuBLASLt: one kernel of
-``_skinny.py`` computes them with the bias and activation, where cuBLASLt is pure latency.
+Products of at most 8 rows (a small batch through a layer, a decode step's token) of float32,
+float16 or bfloat16 skip cuBLASLt where ``_skinny.plan`` takes their layout: one kernel of
+``_skinny.py`` computes them with the bias and activation, or the bias and a residual, where
+cuBLASLt is latency (and, for half weights, a fraction of the memory's bandwidth).
 
 Without nvmath-python (:data:`ENGINE` says which path is used): ``cupy.matmul`` (cuBLAS) eagerly,
 and a clear ``RuntimeError`` while capturing. Integer and bool products use ``cupy.matmul``
@@ -296,11 +298,12 @@ def matmul_epilogue(a, b, out, bias, activation: str | None, precision: str = "h
 
 
 def matmul_residual(a, b, out, bias, residual, precision: str = "highest"):
-    """``out[...] = a @ b + bias + residual`` (``bias`` None: none) in one cuBLASLt call: the
-    residual is its C input with beta = 1, the bias its BIAS epilogue. ``residual`` a
-    C-contiguous array of ``out``'s shape and dtype, ``out`` C-contiguous. Where cuBLASLt does
-    not take the product (skinny float32 products, other dtypes), the product, then the adds as
-    kernels of their own."""
+    """``out[...] = a @ b + bias + residual`` (``bias`` None: none) in one kernel: a skinny
+    product's (``_skinny.py``, a few rows) or one cuBLASLt call (the residual its C input with
+    beta = 1, the bias its BIAS epilogue). ``residual`` a C-contiguous array of ``out``'s shape
+    and dtype (it may be ``out`` itself), ``out`` C-contiguous; otherwise, or where neither
+    takes the product (other dtypes, no nvmath-python), the product, then the adds as kernels
+    of their own."""
     return _product(a, b, out, precision, bias, bias is not None, None, residual)
 
 
@@ -310,13 +313,17 @@ def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
         pa, pb, pc = a.data.ptr, b.data.ptr, memory.ptr
         direct = (a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, a.dtype,
                   b.dtype, out.dtype, precision, with_bias, activation, pa & 255, pb & 255,
-                  pc & 255, memory.device_id, not _capturing_roots, residual is None)
+                  pc & 255, memory.device_id, not _capturing_roots,
+                  None if residual is None else (residual.shape, residual.strides,
+                                                 residual.dtype, residual.data.ptr & 255))
         plan = _direct.get(direct)
         if plan is not None:    # the steady state: operands as last time, no copies needed
             if plan.__class__ is _Plan:
                 _run(plan, memory.device_id, pb, pa, pc, bias, residual)
-            else:               # a skinny product's launcher (never with a residual)
+            elif residual is None:   # a skinny product's launcher, or CuPy's
                 plan(a, b, bias, out)
+            else:               # a skinny product's launcher (the only other one with a residual)
+                plan(a, b, bias, out, residual)
             return out
     else:
         direct = None
@@ -327,8 +334,12 @@ def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
         out += residual
         return out
     dtype = a.dtype
-    if (_lt is None and dtype != np.float32) or dtype != b.dtype or dtype not in _TYPES:
-        return _cupy_product(with_bias, activation, a, b, bias, out, direct)
+    if dtype != b.dtype or dtype not in _TYPES:
+        result = _cupy_product(with_bias, activation, a, b, bias, out,
+                               direct if residual is None else None)
+        if residual is not None:
+            result += residual
+        return result
     a2, b2 = _matrix_view(a, True), _matrix_view(b, False)
     m, k, n = a2.shape[-2], a2.shape[-1], b2.shape[-1]
     if b2.shape[-2] != k:
@@ -357,10 +368,13 @@ def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
         rows = _fold_rows(a2)
         if rows is not None:   # one GEMM: the batch folds into a's rows
             a2, batch_shape, result = rows, (), result.reshape(-1, n)
-    launch = _skinny.plan(a2, b2, result, with_bias, activation) \
-        if not batch_shape and residual is None else None
+    launch = _skinny.plan(a2, b2, result, with_bias, activation, residual is not None) \
+        if not batch_shape else None
     if launch is not None:   # a few rows: one kernel of _skinny.py, epilogue included
-        launch(a2, b2, bias, result)
+        if residual is None:
+            launch(a2, b2, bias, result)
+        else:                # result is out, which has the residual's shape and layout
+            launch(a2, b2, bias, result, residual)
         plan = launch if a.ndim == 2 and b.ndim == 2 else None
     elif _lt is None:
         result = _cupy_product(with_bias, activation, a, b, bias, out,
@@ -382,7 +396,9 @@ def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
     return out
 
 
-_direct: dict[tuple, Any] = {}   # a _Plan, or a launcher(a, b, bias, out): skinny or CuPy's
+# a _Plan, or a launcher(a, b, bias, out): skinny or CuPy's; with a residual in the key, a _Plan
+# or a skinny launcher(a, b, bias, out, residual)
+_direct: dict[tuple, Any] = {}
 
 
 def _remember_direct(direct: tuple, plan) -> None:
@@ -439,8 +455,11 @@ def _gemm(a, b, c, batch_shape, dtype, precision, bias, with_bias, activation, r
     pa, pb, pc = a.data.ptr, b.data.ptr, c.data.ptr
     device = c.device.id
     lean = (LEAN_IN_CAPTURE or not _capturing_roots) and batch * m * n * k <= _LEAN_LIMIT
+    # the C input (the residual) shares D's layout, and so the alignment promised for both
+    align_c = _alignment(pc) if residual is None else min(_alignment(pc),
+                                                           _alignment(residual.data.ptr))
     key = (device, dtype, precision, b_op, a_op, b_stride, a_stride, batch, m, n, with_bias,
-           activation, _alignment(pb), _alignment(pa), _alignment(pc), lean)
+           activation, _alignment(pb), _alignment(pa), align_c, lean)
     plan = _plans.get(key)
     if plan is None:
         try:

@@ -430,7 +430,7 @@ def test_gpu_reductions_off_16_byte_boundaries(cuda, dtype):
 
 def test_gpu_row_kernels_replay_in_a_graph(cuda):
     """Captured (the column reduction's workspace from the graph's pool), then replayed."""
-    x = tp.tensor(_data((4096, 768), seed=10), device="cuda")
+    x = tp.tensor(_data((4096, 768), seed=10), dtype=tp.float32, device="cuda")
     w = tp.ones(768, device="cuda")
     graph = tp.accelerator.Graph()
     with graph:

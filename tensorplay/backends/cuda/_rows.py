@@ -93,6 +93,7 @@ def _layer_norm_rows_source(dtype: np.dtype, name: str, warp: bool, width: int,
     storage, acc = _source.storage_type(dtype), _source.compute_type(dtype)
     rsqrt = "rsqrt" if acc == "double" else "rsqrtf"
     reduce_sum = "tp_warp_sum(s)" if warp else "tp_block_sum(s, shared)"
+    reduce_drift = "tp_warp_sum(drift)" if warp else "tp_block_sum(drift, shared)"
     bounds = "" if warp else f"__launch_bounds__({_source.ROW_BLOCK_LIMIT}) "
     return "\n".join([
         _source.row_helpers(dtype, width),
@@ -121,8 +122,9 @@ def _layer_norm_rows_source(dtype: np.dtype, name: str, warp: bool, width: int,
         f"                for (int t = 0; t < W; ++t) v[k * W + t] = ({acc})0;",
         "            }",
         "        }",
-        f"        const {acc} mean = {reduce_sum} / ({acc})length;",
+        f"        {acc} mean = {reduce_sum} / ({acc})length;",
         "        s = 0;",
+        f"        {acc} drift = 0;",
         "        #pragma unroll",
         "        for (int k = 0; k < K; ++k) {",
         "            if (k * nthreads + tid < n) {",
@@ -130,10 +132,16 @@ def _layer_norm_rows_source(dtype: np.dtype, name: str, warp: bool, width: int,
         "                for (int t = 0; t < W; ++t) {",
         f"                    const {acc} c = v[k * W + t] - mean;",
         "                    s += c * c;",
+        "                    drift += c;",
         "                }",
         "            }",
         "        }",
-        f"        const {acc} inv = {rsqrt}({reduce_sum} / ({acc})length + ({acc})eps);",
+        # the corrected two-pass form: the centred values' own sum is the rounding error of
+        # the first mean (large when a common offset dwarfs the spread), taken out of both
+        f"        const {acc} shift = {reduce_drift} / ({acc})length;",
+        f"        const {acc} spread = {reduce_sum} / ({acc})length - shift * shift;",
+        f"        const {acc} inv = {rsqrt}(fmax(spread, ({acc})0) + ({acc})eps);",
+        "        mean += shift;",
         "        tp_vec* dst = reinterpret_cast<tp_vec*>(y + r * length);",
         "        #pragma unroll",
         "        for (int k = 0; k < K; ++k) {",

@@ -16,7 +16,8 @@
 # training: the eager table at the tree before autograd (.baseline/, carried: `git archive
 #   c448e62 tensorplay | tar -x -C .baseline`) and at this tree in one call, the bench's
 #   training-step and MLP rows, and the Python frames per eager op
-# rows: the given tests (TP_TESTS), then the bench's given cases (TP_CASES)
+# rows: the given tests (TP_TESTS), then the bench's given cases (TP_CASES); TP_EAGER=1: and
+#   the eager table
 # scripts: the given tests, then each argument (a script and its arguments) into $OUT
 # profile: the eager training step's and the eager GPT-2 decode step's cProfile
 # autograd: the autograd, nn, optim and training tests and the differential tests against
@@ -207,6 +208,11 @@ if [ "$what" = rows ]; then
   timeout ${TP_BENCH_TIMEOUT:-300} python3 -m tensorplay bench --cases "${TP_CASES:-training,decode}" \
     --json "$OUT/bench_rows.json" 2>"$OUT/bench_stderr.log" | tee "$OUT/bench_rows.txt"
   tail -5 "$OUT/bench_stderr.log"
+  if [ -n "${TP_EAGER:-}" ]; then   # and the eager table (the decode step's ops among it)
+    timeout 120 python3 -m tensorplay bench --eager-only --eager-calls 300 \
+      --json "$OUT/bench_eager.json" > "$OUT/bench_eager.txt" 2>&1
+    tail -30 "$OUT/bench_eager.txt" | cut -c1-150
+  fi
 fi
 if [ "$what" = scripts ]; then
   # the given tests (TP_TESTS), then each argument "script.py [args]" in turn, its output in

@@ -15,6 +15,7 @@ max abs error 1.4e-15 (tested against ``math.erf``).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -261,14 +262,21 @@ def _log_softmax_rule(xp, x, axis):
     return shifted - xp.log(xp.sum(xp.exp(shifted), axis=axis, keepdims=True))
 
 
+@functools.cache
+def _softmax_kernel(axis: int, zero_d: bool, rule, hook, log: bool):
+    """The formula and the backend's one kernel (or None) of a softmax along ``axis``, made once
+    each, so the op's plan is kept per signature."""
+    native = None if hook is None else (lambda x, out: hook(x, axis, out, log))
+    return _along(axis, zero_d, rule), native
+
+
 def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
     tensor, axis = _softmax_input(op, input, dim, dtype)
     if tensor.numel() == 0:
         return tensor.clone()
     hook = _hook(tensor, "softmax") if tensor.ndim else None
-    log = op == "log_softmax"
-    native = None if hook is None else (lambda x, out: hook(x, axis, out, log))
-    return _apply(op, [tensor], _along(axis, tensor.ndim == 0, rule), native=native)
+    fn, native = _softmax_kernel(axis, tensor.ndim == 0, rule, hook, op == "log_softmax")
+    return _apply(op, [tensor], fn, native=native, cache=True)
 
 
 def softmax(input, dim: int, dtype=None) -> Tensor:

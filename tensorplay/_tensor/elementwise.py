@@ -467,16 +467,17 @@ def formula(op: str, operands, fn, *, result=None, compute=None, out: Tensor | N
             backend's ``elementwise_kernel`` hook (gelu, silu, where ...).
         promote: ``promote(operands) -> dtype`` instead of promoting all operands (``where``
             promotes its two values, not the condition).
-        cache: keep the plan for this signature (Note [elementwise plans]); only for a ``fn``,
-            ``result``, ``compute`` and ``native`` that are the same for every call of ``op``.
+        cache: keep the plan for this signature and ``fn`` (Note [elementwise plans]); only
+            for ``result``, ``compute`` and ``native`` that are the same for every call of
+            ``op`` with that ``fn``.
     """
     if cache:
         out_key = () if out is None else out._layout or layout_of(out)
         if len(operands) == 1 and type(operands[0]) is Tensor:   # the activations
             only = operands[0]
-            key = (op, only._layout or layout_of(only), out_key)
+            key = (op, fn, only._layout or layout_of(only), out_key)
         else:
-            key = (op, *[_signature(v) for v in operands], out_key)
+            key = (op, fn, *[_signature(v) for v in operands], out_key)
         plan = _plans.get(key)
         if plan is None:
             plan = _plan(op, None, operands, out, result, compute, None, fn, native, promote)

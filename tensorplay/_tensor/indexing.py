@@ -401,6 +401,12 @@ def masked_fill(input, mask, value) -> Tensor:
         raise RuntimeError(f"masked_fill: the mask of shape {mask.shape} does not broadcast to "
                            f"the tensor's shape {tensor.shape}")
     fill = _fill_value(tensor, value, "masked_fill")
+    if not isinstance(value, Tensor) and tensor.device.type != "cpu":
+        # a number (checked and cast to the tensor's dtype above, back as a Python number so
+        # that the plan is kept per signature): where's one-kernel engine (on the host NumPy's
+        # where below is cheaper)
+        return _ops.formula("masked_fill", [mask, fill.item(), tensor], _masked_fill_formula,
+                            promote=_tensor_dtype, native="where", cache=True)
     out = _dispatch.empty(tensor.device, tensor.shape, tensor.dtype)
     data, cond, xp = tensor._data, mask._data, _dispatch.xp_of(tensor.device)
 
@@ -408,6 +414,15 @@ def masked_fill(input, mask, value) -> Tensor:
         out[...] = xp.where(cond, fill, data)
     _dispatch.launch(tensor.device, _dispatch.named("masked_fill", kernel))
     return Tensor._make(out, tensor.device, tensor.dtype)
+
+
+def _masked_fill_formula(xp, mask, fill, data):
+    return xp.where(mask, fill, data)
+
+
+def _tensor_dtype(operands) -> _dtype.dtype:
+    """masked_fill's result dtype: the filled tensor's (the last operand)."""
+    return operands[-1].dtype
 
 
 def masked_fill_(input, mask, value) -> Tensor:
@@ -474,14 +489,20 @@ def index_select(input, dim: int, index) -> Tensor:
     data, idx, xp = tensor._data, index._data, _dispatch.xp_of(tensor.device)
     zero_d = tensor.ndim == 0
     size = tensor.shape[axis] if tensor.ndim else 1
+    # the backend's one kernel checks the indices itself (check_range's error, at the next
+    # synchronization)
+    fast = None if zero_d or tensor.device.type == "cpu" else \
+        _dispatch.accelerator_hook("index_select")
+    note = " (index out of range in self)"
 
     def kernel():
-        _check_range("index_select", idx, size, axis, IndexError,
-                     note=" (index out of range in self)")
+        if fast is not None and fast(out, axis, idx.reshape(-1), data, "index_select", note):
+            return
+        _check_range("index_select", idx, size, axis, IndexError, note=note)
         if zero_d:
             out[...] = data.reshape(1)[idx.reshape(-1)].reshape(())
         else:
-            out[...] = xp.take(data, idx.reshape(-1), axis=axis)
+            xp.take(data, idx.reshape(-1), axis=axis, out=out)
     _dispatch.launch(tensor.device, _dispatch.named("index_select", kernel))
     return Tensor._make(out, tensor.device, tensor.dtype)
 

@@ -313,6 +313,12 @@ class OptionalHooks(Protocol):
         nothing, for a case it does not take. Fallback: the op's bounds check, then ``xp``
         fancy-index assignment."""
 
+    def index_select(self, dst: Any, axis: int, idx: Any, src: Any, op: str, note: str) -> bool:
+        """``dst[...] = src.take(idx, axis)`` (``idx`` 1-D int64, ``dst`` of the result's
+        shape) in one kernel that checks the indices as ``check_index_range`` does (the next
+        synchronization raises ``op``'s IndexError, ``note`` appended); False, touching nothing,
+        for a case it does not take. Fallback: the op's bounds check, then ``xp.take``."""
+
     def layer_norm(self, x: Any, weight: Any, bias: Any, out: Any, eps: float) -> None:
         """One kernel writing the layer norm of C-contiguous ``x`` over its last dimension into
         ``out`` (``weight``/``bias``: 1-D arrays of that length and ``x``'s dtype, or None).

@@ -603,6 +603,11 @@ class CudaBackend:
         :func:`._bounds.index_copy`."""
         return _bounds.index_copy(dst, axis, idx, src, op)
 
+    def index_select(self, dst, axis: int, idx, src, op: str, note: str) -> bool:
+        """``dst[...] = src.take(idx, axis)`` in one raw kernel that also checks the indices
+        (an error for ``op`` at the next synchronization): :func:`._bounds.index_select`."""
+        return _bounds.index_select(dst, axis, idx, src, op, note)
+
     def layer_norm(self, x, weight, bias, out, eps: float) -> None:
         """``out[...] = layer_norm(x)`` over the last dimension in one raw kernel:
         :func:`._rows.layer_norm`."""

@@ -167,8 +167,24 @@ _WORD_TYPES = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int",
                8: "unsigned long long"}
 
 
-def _copy_source(word: str, name: str) -> str:
+def _copy_source(word: str, name: str, select: bool = False) -> str:
+    """index_copy's kernel (``select``: index_select's, the index on the source side): one
+    thread per element of the side without the index, the other side's offset through it."""
     dims = range(_MAX_DIMS)
+    if select:
+        step = ["            to += c * dstride[d];",
+                "            if (d == axis) {",
+                "                c = idx[c];",
+                "                if (c < 0 || c >= size) { bad = c; inside = false; }",
+                "            }",
+                "            from += c * sstride[d];"]
+    else:
+        step = ["            from += c * sstride[d];",
+                "            if (d == axis) {",
+                "                c = idx[c];",
+                "                if (c < 0 || c >= size) { bad = c; inside = false; }",
+                "            }",
+                "            to += c * dstride[d];"]
     return "\n".join([
         _source.HELPERS,
         f'extern "C" __global__ void {name}({word}* __restrict__ dst,',
@@ -189,12 +205,7 @@ def _copy_source(word: str, name: str) -> str:
         f"        for (int d = {_MAX_DIMS - 1}; d >= 0; --d) {{",
         "            tp_i64 c = rest % shape[d];",
         "            rest /= shape[d];",
-        "            from += c * sstride[d];",
-        "            if (d == axis) {",
-        "                c = idx[c];",
-        "                if (c < 0 || c >= size) { bad = c; inside = false; }",
-        "            }",
-        "            to += c * dstride[d];",
+        *step,
         "        }",
         "        if (inside) {",
         "            dst[to] = src[from];",
@@ -216,8 +227,8 @@ def _copy_source(word: str, name: str) -> str:
     ])
 
 
-#: (dst and src shapes and strides, axis, itemsize, device) -> (kernel, grid, the slots from
-#: 3 to 24) of an index_copy signature
+#: (dst and src shapes and strides, axis, dtypes, index layout, device, which op) ->
+#: (kernel, grid, the slots from 3 to 24) of an index_copy or index_select signature
 _copy_plans: dict[tuple, tuple[PackedLaunch, int, array]] = {}
 
 
@@ -232,46 +243,61 @@ def index_copy(dst: Any, axis: int, idx: Any, src: Any, op: str = "index_copy_")
     Pitfall: with several indices out of range, which one the error names may differ from
     sim's (the first).
     """
+    return _indexed_copy(dst, axis, idx, src, op, "", False)
+
+
+def index_select(dst: Any, axis: int, idx: Any, src: Any, op: str, note: str) -> bool:
+    """``dst[...] = src.take(idx, axis)`` (``idx`` contiguous int64, 1-D; ``dst`` of the
+    result's shape) in ONE kernel that checks the indices as :func:`index_copy` does (an index
+    out of range leaves its slice of ``dst`` unwritten and ``op``'s IndexError, with ``note``,
+    for the next synchronization). False, touching nothing, for what it does not take (as
+    :func:`index_copy`)."""
+    return _indexed_copy(dst, axis, idx, src, op, note, True)
+
+
+def _indexed_copy(dst: Any, axis: int, idx: Any, src: Any, op: str, note: str,
+                  select: bool) -> bool:
     key = (dst.shape, dst.strides, src.shape, src.strides, axis, dst.dtype, src.dtype,
-           idx.dtype, idx.ndim, idx.flags.c_contiguous, dst.data.device_id)
+           idx.dtype, idx.ndim, idx.flags.c_contiguous, dst.data.device_id, select)
     plan = _copy_plans.get(key)
     if plan is None:
-        plan = _copy_plan(dst, axis, idx, src)
+        plan = _copy_plan(dst, axis, idx, src, select)
         if plan is None:
             return False
         if len(_copy_plans) < 1024:
             _copy_plans[key] = plan
     packed, grid, static = plan
     if grid == 0:   # nothing to copy: the indices are still checked
-        check(idx, dst.shape[axis], axis, False, op, IndexError, "")
+        check(idx, (src if select else dst).shape[axis], axis, False, op, IndexError, note)
         return True
     found = packed.buffers.get(thread_ident()) or packed.buffer()
     values = found[0]
     values[0], values[1], values[2] = dst.data.ptr, src.data.ptr, idx.data.ptr
     values[3:25] = static
     values[25] = _record(dst.data.device_id)[0]
-    values[26] = _code(op, "IndexError", "")
+    values[26] = _code(op, "IndexError", note)
     packed(grid, _THREADS, found[1])
     return True
 
 
-def _copy_plan(dst: Any, axis: int, idx: Any, src: Any):
+def _copy_plan(dst: Any, axis: int, idx: Any, src: Any, select: bool):
     ndim = dst.ndim
     if not 0 < ndim <= _MAX_DIMS or idx.dtype != np.int64 or idx.ndim != 1 or \
             not idx.flags.c_contiguous or src.ndim != ndim or src.dtype != dst.dtype or \
             dst.itemsize not in _WORD_TYPES or any(s < 0 for s in dst.strides + src.strides):
         return None   # (complex128 is 16 bytes: no word type; negative strides: numpy views)
     item = dst.itemsize
-    name = f"tp_index_copy_{item}"
-    packed = _kernel_cache.cached(("index_copy", item), lambda: PackedLaunch(
-        cupy.RawKernel(_copy_source(_WORD_TYPES[item], name), name), _COPY_SLOTS))
+    name = f"tp_index_{'select' if select else 'copy'}_{item}"
+    packed = _kernel_cache.cached(("index_copy", item, select), lambda: PackedLaunch(
+        cupy.RawKernel(_copy_source(_WORD_TYPES[item], name, select), name), _COPY_SLOTS))
     device = dst.data.device_id
-    if not _kernel_cache.is_warm(("index_copy", item), device):
-        _kernel_cache.warm(("index_copy", item), device, lambda: packed.kernel.kernel)
+    if not _kernel_cache.is_warm(("index_copy", item, select), device):
+        _kernel_cache.warm(("index_copy", item, select), device, lambda: packed.kernel.kernel)
     pad = _MAX_DIMS - ndim
-    total = src.size
-    static = array("Q", [total, axis + pad, dst.shape[axis], axis])
-    static.extend(1 if d < pad else src.shape[d - pad] for d in range(_MAX_DIMS))
+    walked, indexed = (dst, src) if select else (src, dst)
+    total = walked.size
+    static = array("Q", [total, axis + pad, indexed.shape[axis], axis])
+    static.extend(1 if d < pad else walked.shape[d - pad] for d in range(_MAX_DIMS))
     static.extend(0 if d < pad else dst.strides[d - pad] // item for d in range(_MAX_DIMS))
     static.extend(0 if d < pad else src.strides[d - pad] // item for d in range(_MAX_DIMS))
     return packed, min(-(-total // _THREADS), 4096), static

@@ -272,7 +272,8 @@ class PerTokenGraph:
         self.graph = tp.accelerator.Graph()
         with self.graph:
             token = state.advance(state.pos)
-            self.stop = state.finished(state.pos, token)
+            # the stop flag only where something reads it (an end-of-text token was given)
+            self.stop = None if state.eos is None else state.finished(state.pos, token)
             state.pos.add_(1)
 
     def generate(self) -> list[int]:
@@ -281,7 +282,7 @@ class PerTokenGraph:
         state.pos.zero_()
         for position in range(state.limit + 1):
             self.graph.replay()
-            if self.options.get("eos") is not None and self.stop.item():
+            if self.stop is not None and self.stop.item():
                 return state.result(position)
         return state.result(state.limit)
 

@@ -97,6 +97,7 @@ the allocator lock; the log is also folded when it grows past ``_LOG_FOLD`` ints
 from __future__ import annotations
 
 import bisect
+import gc
 import itertools
 import operator
 import sys
@@ -110,6 +111,26 @@ from .device import check_index
 from .select import require_accelerator
 
 __all__ = ["Allocation", "CachingAllocator", "device_allocator"]
+
+# Note [no release inside a collection]
+# -------------------------------------
+# The last Allocation of a dead graph pool may die inside a garbage collection (a graph and
+# the tensors it kept form cycles), and releasing the pool's segments waits for the device
+# first. On sim that wait runs the queued kernels, NumPy code that sets context variables,
+# right inside the collection, which may itself have started inside a context variable's
+# update (an allocation there): the interpreter crashed so, now and then, under load. So
+# while the collector runs, dead pools' segments wait; the next allocator call that may
+# release (a malloc that misses the exact-size cache, release_pool, the end of a capture's
+# routing, a free outside a collection) releases them.
+_collecting = False
+
+
+def _note_collection(phase: str, info: dict) -> None:
+    global _collecting
+    _collecting = phase == "start"
+
+
+gc.callbacks.append(_note_collection)
 
 _MIN_BLOCK = 512                 # every size is a multiple of this
 _SMALL_REQUEST = 1 << 20         # requests up to this come from small segments
@@ -771,8 +792,9 @@ class CachingAllocator:
 
     def _release_dead(self) -> None:
         """Release dead pools' fully free segments, unless a capture is under way here (a
-        device sync would invalidate it) or this is a nested call; then they wait."""
-        if not self._dead_dirty or self._routes or self._depth != 1:
+        device sync would invalidate it), this is a nested call, or the garbage collector is
+        running (Note [no release inside a collection]); then they wait for the next call."""
+        if not self._dead_dirty or self._routes or self._depth != 1 or _collecting:
             return
         self._release_segments(self._dead_free_segments())
         self._dead_dirty = False

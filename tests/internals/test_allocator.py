@@ -602,6 +602,26 @@ def test_dead_pool_releases_wait_while_a_capture_routes(allocator, backend):
     assert backend.syncs == syncs + 1 and allocator.pool_memory_reserved(dead) == 0
 
 
+def test_dead_pool_releases_wait_while_the_garbage_collector_runs(allocator, backend,
+                                                                  monkeypatch):
+    """Note [no release inside a collection]: a dead pool's last Allocation dying inside a
+    collection leaves the release (and its device sync) to the next allocator call."""
+    from tensorplay._runtime import allocator as allocator_module
+    pool = allocator.new_pool_id()
+    allocator.create_pool(pool)
+    allocator.begin_allocate_to_pool(pool, "S")
+    output = allocator.malloc(4096, "S")
+    allocator.end_allocate_to_pool(pool, "S")
+    allocator.release_pool(pool)
+    syncs = backend.syncs
+    monkeypatch.setattr(allocator_module, "_collecting", True)
+    output.release()
+    assert backend.syncs == syncs and allocator.pool_memory_reserved(pool) == 2 * MiB
+    monkeypatch.setattr(allocator_module, "_collecting", False)
+    allocator.malloc(4096, "S").release()               # the next call releases it
+    assert backend.syncs == syncs + 1 and allocator.pool_memory_reserved(pool) == 0
+
+
 def test_dead_pool_with_live_memory_can_be_created_again(allocator):
     pool = allocator.new_pool_id()
     allocator.create_pool(pool)

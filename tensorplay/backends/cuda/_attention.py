@@ -66,14 +66,50 @@ _ATTENTION_SLOTS = 29   # the vectorised kernel's counters last; the others take
 _PLAIN_BLOCKS_WANTED = 64   # the plain kernel splits the keys until this many blocks run
 
 
+def _mask_access(mask_dtype: np.dtype | None) -> tuple[str, str]:
+    """(the C type a mask is read as, the float expression of its element ``mo``): a bool
+    mask (``_U8``) or none is read as bytes."""
+    if mask_dtype is None or mask_dtype == _U8:
+        return "unsigned char", "mask[mo]"
+    return _source.storage_type(mask_dtype), _source.load_expr(mask_dtype, "mask[mo]")
+
+
+def _parameters(storage: str, mask_storage: str) -> list[str]:
+    """The parameter lines every attention kernel starts with, up to its scale (one slot
+    layout: ``_ATTENTION_SLOTS``, which ``attention`` fills the same way for each)."""
+    return [
+        f"        const {storage}* __restrict__ q, const {storage}* __restrict__ k,",
+        f"        const {storage}* __restrict__ v, const {mask_storage}* __restrict__ mask,",
+        f"        {storage}* __restrict__ out, float* __restrict__ part,",
+        "        const tp_i64 heads, const tp_i64 group, const tp_i64 length, const tp_i64 keys,",
+        "        const tp_i64 dim, const tp_i64 mask_kind, const tp_i64 chunks,",
+        "        const tp_i64 chunk,",
+        "        const tp_i64 qb, const tp_i64 qh, const tp_i64 ql,",
+        "        const tp_i64 kb, const tp_i64 kh, const tp_i64 ks,",
+        "        const tp_i64 vb, const tp_i64 vh, const tp_i64 vs,",
+        "        const tp_i64 mb, const tp_i64 mh, const tp_i64 ml, const tp_i64 ms,",
+    ]
+
+
+def _masking(indent: int, score: str, mask_load: str) -> list[str]:
+    """The lines deciding whether key ``j`` stays for query row ``i`` (``keep``, true on entry
+    for a key that exists) and adding an additive mask to ``score``: causal keeps ``j <= i``,
+    a bool mask its true entries (mask kinds as ``_CAUSAL`` and the others)."""
+    pad = " " * indent
+    return [f"{pad}if (mask_kind == 3) {{",
+            f"{pad}    keep = keep && j <= i;",
+            f"{pad}}} else if (mask_kind != 0 && keep) {{",
+            f"{pad}    const tp_i64 mo = bi * mb + h * mh + i * ml + j * ms;",
+            f"{pad}    const float mv = (float){mask_load};",
+            f"{pad}    if (mask_kind == 1) keep = mv != 0.0f;",
+            f"{pad}    else {score} += mv;",
+            f"{pad}}}"]
+
+
 def _attention_source(dtype: np.dtype, mask_dtype: np.dtype | None, name: str) -> str:
     storage = _source.storage_type(dtype)
     load = _source.load_expr(dtype, "{}")
-    if mask_dtype is None or mask_dtype == _U8:
-        mask_storage, mask_load = "unsigned char", "mask[mo]"
-    else:
-        mask_storage = _source.storage_type(mask_dtype)
-        mask_load = _source.load_expr(mask_dtype, "mask[mo]")
+    mask_storage, mask_load = _mask_access(mask_dtype)
     return "\n".join([
         _source.HELPERS,
         "__device__ __forceinline__ float tp_block_reduce(float v, float* shared, int is_max) {",
@@ -94,16 +130,7 @@ def _attention_source(dtype: np.dtype, mask_dtype: np.dtype | None, name: str) -
         "    return v;",
         "}",
         f'extern "C" __global__ void {name}(',
-        f"        const {storage}* __restrict__ q, const {storage}* __restrict__ k,",
-        f"        const {storage}* __restrict__ v, const {mask_storage}* __restrict__ mask,",
-        f"        {storage}* __restrict__ out, float* __restrict__ part,",
-        "        const tp_i64 heads, const tp_i64 group, const tp_i64 length, const tp_i64 keys,",
-        "        const tp_i64 dim, const tp_i64 mask_kind, const tp_i64 chunks,",
-        "        const tp_i64 chunk,",
-        "        const tp_i64 qb, const tp_i64 qh, const tp_i64 ql,",
-        "        const tp_i64 kb, const tp_i64 kh, const tp_i64 ks,",
-        "        const tp_i64 vb, const tp_i64 vh, const tp_i64 vs,",
-        "        const tp_i64 mb, const tp_i64 mh, const tp_i64 ml, const tp_i64 ms,",
+        *_parameters(storage, mask_storage),
         "        const double scale) {",
         f"    __shared__ float query[{MAX_HEAD_DIM}];",
         f"    __shared__ float scores[{CHUNK}];",
@@ -180,11 +207,7 @@ def _vector_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int,
     lanes_per_key, per_lane, vector = _vector_shape(dtype, dim)
     groups = 32 // lanes_per_key
     slots = _VECTOR_WARPS * groups
-    if mask_dtype is None or mask_dtype == _U8:
-        mask_storage, mask_load = "unsigned char", "mask[mo]"
-    else:
-        mask_storage = _source.storage_type(mask_dtype)
-        mask_load = _source.load_expr(mask_dtype, "mask[mo]")
+    mask_storage, mask_load = _mask_access(mask_dtype)
     if dtype.itemsize == 4:
         unpack = ["            vals[4 * r + 0] = __uint_as_float(raw.x);",
                   "            vals[4 * r + 1] = __uint_as_float(raw.y);",
@@ -210,16 +233,7 @@ def _vector_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int,
         _source.HELPERS,
         "#define TP_NEG_INF (-__int_as_float(0x7f800000))",
         f'extern "C" __global__ void __launch_bounds__({32 * _VECTOR_WARPS}) {name}(',
-        f"        const {storage}* __restrict__ q, const {storage}* __restrict__ k,",
-        f"        const {storage}* __restrict__ v, const {mask_storage}* __restrict__ mask,",
-        f"        {storage}* __restrict__ out, float* __restrict__ part,",
-        "        const tp_i64 heads, const tp_i64 group, const tp_i64 length, const tp_i64 keys,",
-        "        const tp_i64 dim, const tp_i64 mask_kind, const tp_i64 chunks,",
-        "        const tp_i64 chunk,",
-        "        const tp_i64 qb, const tp_i64 qh, const tp_i64 ql,",
-        "        const tp_i64 kb, const tp_i64 kh, const tp_i64 ks,",
-        "        const tp_i64 vb, const tp_i64 vh, const tp_i64 vs,",
-        "        const tp_i64 mb, const tp_i64 mh, const tp_i64 ml, const tp_i64 ms,",
+        *_parameters(storage, mask_storage),
         "        const double scale, unsigned int* __restrict__ done) {",
         f"    __shared__ float slot_max[{slots}], slot_sum[{slots}];",
         "    __shared__ bool last_block;",
@@ -253,14 +267,7 @@ def _vector_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int,
         f"        for (int o = {lanes_per_key // 2}; o > 0; o >>= 1)",
         "            s += __shfl_xor_sync(0xffffffffu, s, o);",
         "        bool keep = valid;",
-        "        if (mask_kind == 3) {",
-        "            keep = keep && j <= i;",
-        "        } else if (mask_kind != 0 && keep) {",
-        "            const tp_i64 mo = bi * mb + h * mh + i * ml + j * ms;",
-        f"            const float mv = (float){mask_load};",
-        "            if (mask_kind == 1) keep = mv != 0.0f;",
-        "            else s += mv;",
-        "        }",
+        *_masking(8, "s", mask_load),
         "        if (!keep) s = TP_NEG_INF;",
         "        const float m_new = fmaxf(m, s);",
         "        if (m_new != TP_NEG_INF) {   // else nothing is kept yet in this group",
@@ -374,11 +381,7 @@ def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int, name: 
     all."""
     storage = _source.storage_type(dtype)
     load = _source.load_expr(dtype, "{}")
-    if mask_dtype is None or mask_dtype == _U8:
-        mask_storage, mask_load = "unsigned char", "mask[mo]"
-    else:
-        mask_storage = _source.storage_type(mask_dtype)
-        mask_load = _source.load_expr(mask_dtype, "mask[mo]")
+    mask_storage, mask_load = _mask_access(mask_dtype)
     per_lane = -(-dim // 32)
     rows, warps = _ROWS_PER_WARP, _TILED_WARPS
     return "\n".join([
@@ -388,16 +391,7 @@ def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int, name: 
         f"#define R {rows}",
         f"#define PL {per_lane}",
         f'extern "C" __global__ void __launch_bounds__({32 * warps}) {name}(',
-        f"        const {storage}* __restrict__ q, const {storage}* __restrict__ k,",
-        f"        const {storage}* __restrict__ v, const {mask_storage}* __restrict__ mask,",
-        f"        {storage}* __restrict__ out, float* __restrict__ part,",
-        "        const tp_i64 heads, const tp_i64 group, const tp_i64 length, const tp_i64 keys,",
-        "        const tp_i64 dim, const tp_i64 mask_kind, const tp_i64 chunks,",
-        "        const tp_i64 chunk,",
-        "        const tp_i64 qb, const tp_i64 qh, const tp_i64 ql,",
-        "        const tp_i64 kb, const tp_i64 kh, const tp_i64 ks,",
-        "        const tp_i64 vb, const tp_i64 vh, const tp_i64 vs,",
-        "        const tp_i64 mb, const tp_i64 mh, const tp_i64 ml, const tp_i64 ms,",
+        *_parameters(storage, mask_storage),
         "        const double scale) {",
         # a key row padded to an odd length: lane j reads row j at one d without bank conflicts
         "    __shared__ float kt[32][D + 1];",
@@ -446,14 +440,7 @@ def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int, name: 
         "        for (int r = 0; r < R; ++r) {",
         "            const tp_i64 i = first_row + r;",
         "            bool keep = j < keys && i < length;",
-        "            if (mask_kind == 3) {",
-        "                keep = keep && j <= i;",
-        "            } else if (mask_kind != 0 && keep) {",
-        "                const tp_i64 mo = bi * mb + h * mh + i * ml + j * ms;",
-        f"                const float mv = (float){mask_load};",
-        "                if (mask_kind == 1) keep = mv != 0.0f;",
-        "                else s[r] += mv;",
-        "            }",
+        *_masking(12, "s[r]", mask_load),
         "            const float score = keep ? s[r] : TP_NEG_INF;",
         "            float top = score;",
         "            for (int o = 16; o > 0; o >>= 1)",

@@ -36,8 +36,6 @@ _SOFTMAX_DTYPES = frozenset((np.dtype(np.float16), _BF16, np.dtype(np.float32),
                              np.dtype(np.float64)))
 _GRID_CAP = 1 << 20   # blocks per softmax launch; each strides over the rows past it
 _ROWS_PER_BLOCK = 4   # warps (rows) a block of the warp-per-row kernel runs
-#: (length, dtype, vectorized) -> the register row kernel's plan, () when it takes none
-_plans: dict[tuple, tuple] = {}
 
 
 def _check_pair(x, out, what: str) -> None:
@@ -77,12 +75,7 @@ def _softmax_rows(x, target, length: int, log: bool) -> bool:
     nothing, for rows too long to keep in registers."""
     itemsize = x.dtype.itemsize
     vectorized = not ((x.data.ptr | target.data.ptr | length * itemsize) % _source.VECTOR_BYTES)
-    plan = _plans.get((length, x.dtype, vectorized))
-    if plan is None:
-        plan = _source.row_plan(length, x.dtype, vectorized) or ()
-        if len(_plans) >= 1024:   # row lengths that never repeat must not grow it unbounded
-            _plans.clear()
-        _plans[(length, x.dtype, vectorized)] = plan
+    plan = _source.row_plan(length, x.dtype, vectorized) or ()
     if not plan:
         return False
     packed = _softmax_rows_kernel(x.dtype, log, plan)

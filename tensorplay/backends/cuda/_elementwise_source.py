@@ -21,6 +21,7 @@ What a kernel computes (PyTorch's semantics):
 
 from __future__ import annotations
 
+import functools
 import hashlib
 
 import ml_dtypes
@@ -518,6 +519,8 @@ def vector_width(dtype) -> int:
     return VECTOR_BYTES // np.dtype(dtype).itemsize
 
 
+# remembered per signature for the launchers' hot path; bounded, as row lengths may never repeat
+@functools.lru_cache(maxsize=1024)
 def row_plan(length: int, dtype, vectorized: bool) -> tuple[bool, int, int, int] | None:
     """How a register row kernel covers a row of ``length`` elements of ``dtype``:
     ``(warp, width, vectors, threads)``, or None when the row does not fit in registers.

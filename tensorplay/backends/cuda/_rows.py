@@ -31,8 +31,6 @@ _F32 = np.dtype(np.float32)
 LAYER_NORM_DTYPES = frozenset((np.dtype(np.float16), _BF16, _F32, np.dtype(np.float64)))
 _GRID_CAP = 1 << 20   # blocks per layer_norm launch; each strides over the rows past it
 _ROWS_PER_BLOCK = 4   # warps (rows) a block of the warp-per-row kernel runs
-#: (length, dtype, vectorized) -> the register row kernel's plan, () when it takes none
-_plans: dict[tuple, tuple] = {}
 
 
 # -- layer_norm ------------------------------------------------------------------------------
@@ -218,12 +216,7 @@ def layer_norm(x, weight, bias, out, eps: float) -> None:
         if param is not None:
             pointers |= param.data.ptr
     vectorized = not pointers % _source.VECTOR_BYTES
-    plan = _plans.get((length, dtype, vectorized))
-    if plan is None:
-        plan = _source.row_plan(length, dtype, vectorized) or ()
-        if len(_plans) >= 1024:   # row lengths that never repeat must not grow it unbounded
-            _plans.clear()
-        _plans[(length, dtype, vectorized)] = plan
+    plan = _source.row_plan(length, dtype, vectorized) or ()
     if plan:
         packed = _layer_norm_rows_kernel(dtype, plan)
         key: tuple = ("layer_norm-rows", dtype) + plan[:3]

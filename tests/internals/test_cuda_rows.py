@@ -341,18 +341,25 @@ def test_gpu_one_axis_reductions(cuda, dtype, op, shape, dim, keepdim):
         _close(got, want, dtype, scale=scale * 4)
 
 
-@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
-def test_gpu_reductions_take_the_hook_at_the_benchmarked_shapes(cuda, dtype):
-    from tensorplay.backends.cuda import _kernels
-
-    x, stored = _on_gpu(_data((8192, 768), seed=7), dtype)
-    for op, dim in (("sum", -1), ("amax", -1), ("mean", 0), ("amin", 0), ("mean", -1)):
+def _check_reductions(x, stored, dtype, cases):
+    """Each ``(op, dim)`` of ``cases`` on ``x`` against NumPy on ``stored`` (its values as
+    stored): extremes exactly, sums and means within the dtype's tolerance."""
+    for op, dim in cases:
         got = getattr(x, op)(dim).double().cpu().numpy()
         want = _REDUCERS[op](stored, axis=dim)
         if op in ("amax", "amin"):
             np.testing.assert_array_equal(got, want)
         else:
             _close(got, want, dtype, scale=300.0 if op == "sum" else 1.0)
+
+
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+def test_gpu_reductions_take_the_hook_at_the_benchmarked_shapes(cuda, dtype):
+    from tensorplay.backends.cuda import _kernels
+
+    x, stored = _on_gpu(_data((8192, 768), seed=7), dtype)
+    _check_reductions(x, stored, dtype, (("sum", -1), ("amax", -1), ("mean", 0), ("amin", 0),
+                                         ("mean", -1)))
     made = {key[:2] for key in _kernels._cache if isinstance(key, tuple) and key
             and str(key[0]).startswith("reduce-")}
     assert {("reduce-rows", "sum"), ("reduce-rows", "amax"), ("reduce-columns", "mean"),
@@ -419,13 +426,7 @@ def test_gpu_reductions_off_16_byte_boundaries(cuda, dtype):
     rows, cols = 700, 768
     flat, stored = _on_gpu(_data(rows * cols + 1, seed=13), dtype)
     x, stored = flat[1:].view(rows, cols), stored[1:].reshape(rows, cols)
-    for op, dim in (("sum", -1), ("mean", 0), ("amax", 0), ("amin", -1)):
-        got = getattr(x, op)(dim).double().cpu().numpy()
-        want = _REDUCERS[op](stored, axis=dim)
-        if op in ("amax", "amin"):
-            np.testing.assert_array_equal(got, want)
-        else:
-            _close(got, want, dtype, scale=300.0 if op == "sum" else 1.0)
+    _check_reductions(x, stored, dtype, (("sum", -1), ("mean", 0), ("amax", 0), ("amin", -1)))
 
 
 def test_gpu_row_kernels_replay_in_a_graph(cuda):

@@ -70,16 +70,7 @@ def decode() -> None:
     step, _, reset = bench_decode._torch_model(torch, weights, config)
     token = torch.zeros(1, dtype=torch.long, device="cuda")
     pos = torch.full((1,), 200, dtype=torch.long, device="cuda")
-    with torch.no_grad():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step(token, pos)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            step(token, pos).argmax(-1)
+    graph, _ = bench_decode.torch_step_graph(torch, step, token, pos)
     graph.replay()
     show("torch CUDAGraph per token (position 200)", kernels(graph.replay, 20))
 

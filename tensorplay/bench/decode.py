@@ -223,6 +223,23 @@ def _torch_model(torch, weights, config, device: str = "cuda", dtype=None):
     return step, prefill, reset
 
 
+def torch_step_graph(torch, step, token, pos):
+    """``(graph, chosen)``: torch's decode ``step`` (from :func:`_torch_model`) and the argmax
+    of its logits captured in one CUDA graph over the buffers ``token`` and ``pos``, after the
+    warm-up on a side stream that torch's capture needs (gpt-fast's recipe)."""
+    with torch.no_grad():
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                step(token, pos)
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            chosen = step(token, pos).argmax(-1)
+    return graph, chosen
+
+
 def _torch_rows(torch, weights, config, prompt, case, prefill_case):
     step, prefill, reset = _torch_model(torch, weights, config)
     sync = torch.cuda.synchronize
@@ -243,16 +260,7 @@ def _torch_rows(torch, weights, config, prompt, case, prefill_case):
            "note": "time per fed token"}
     token_buffer = torch.zeros(1, dtype=torch.long, device="cuda")
     pos_buffer = torch.zeros(1, dtype=torch.long, device="cuda")
-    with torch.no_grad():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                step(token_buffer, pos_buffer)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            chosen = step(token_buffer, pos_buffer).argmax(-1)
+    graph, chosen = torch_step_graph(torch, step, token_buffer, pos_buffer)
 
     def replays():
         reset()

@@ -461,15 +461,7 @@ def softmax_source(dtype, log: bool) -> str | None:
         finish, result = [], f"{exp}(v - m) / s"
     return "\n".join([
         _HELPERS,
-        f"__device__ __forceinline__ {acc} tp_warp_max({acc} v) {{",
-        "    for (int o = 16; o > 0; o >>= 1) "
-        f"v = {fmax}(v, __shfl_xor_sync(0xffffffffu, v, o));",
-        "    return v;",
-        "}",
-        f"__device__ __forceinline__ {acc} tp_warp_sum({acc} v) {{",
-        "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);",
-        "    return v;",
-        "}",
+        *_warp_reducers(acc, fmax),
         f'extern "C" __global__ void {softmax_name(dtype, log)}(',
         f"        const {storage}* __restrict__ x, {storage}* __restrict__ y,",
         "        const tp_i64 length, const tp_i64 inner, const tp_i64 rows) {",
@@ -556,6 +548,22 @@ def row_plan(length: int, dtype, vectorized: bool) -> tuple[bool, int, int, int]
     return False, width, vectors, threads
 
 
+def _warp_reducers(acc: str, fmax: str) -> list[str]:
+    """``tp_warp_max`` (through ``fmax``) and ``tp_warp_sum`` over the C type ``acc``: every
+    lane of the warp gets the result."""
+    return [
+        f"__device__ __forceinline__ {acc} tp_warp_max({acc} v) {{",
+        "    for (int o = 16; o > 0; o >>= 1) "
+        f"v = {fmax}(v, __shfl_xor_sync(0xffffffffu, v, o));",
+        "    return v;",
+        "}",
+        f"__device__ __forceinline__ {acc} tp_warp_sum({acc} v) {{",
+        "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);",
+        "    return v;",
+        "}",
+    ]
+
+
 def row_helpers(dtype, width: int) -> str:
     """The prelude of a register row kernel over ``dtype``: :data:`HELPERS`, ``tp_vec`` (``width``
     stored elements ``s[]`` loaded and stored as one aligned access), and ``tp_warp_max`` /
@@ -567,15 +575,7 @@ def row_helpers(dtype, width: int) -> str:
     return "\n".join([
         _HELPERS,
         f"struct alignas({dtype.itemsize * width}) tp_vec {{ {storage} s[{width}]; }};",
-        f"__device__ __forceinline__ {acc} tp_warp_max({acc} v) {{",
-        "    for (int o = 16; o > 0; o >>= 1) "
-        f"v = {fmax}(v, __shfl_xor_sync(0xffffffffu, v, o));",
-        "    return v;",
-        "}",
-        f"__device__ __forceinline__ {acc} tp_warp_sum({acc} v) {{",
-        "    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);",
-        "    return v;",
-        "}",
+        *_warp_reducers(acc, fmax),
         f"__device__ __forceinline__ {acc} tp_block_max({acc} v, {acc}* shared) {{",
         "    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;",
         "    v = tp_warp_max(v);",

@@ -624,6 +624,32 @@ def softmax_rows_name(dtype, log: bool, warp: bool, width: int, vectors: int) ->
     return f"tp_{kind}_rows_{np.dtype(dtype).name}_{'warp' if warp else 'block'}{width}x{vectors}"
 
 
+def row_registers(dtype, acc: str, start: str, fold: str) -> list[str]:
+    """The lines of a register row kernel (inside :func:`row_loop`) that load this thread's
+    share of row ``r`` of ``x`` into ``v[K * W]`` (zeros past the row's end): ``start``
+    declares an accumulator, ``fold`` updates it with each loaded ``v[k * W + t]``."""
+    return [
+        "        const tp_vec* src = reinterpret_cast<const tp_vec*>(x + r * length);",
+        f"        {acc} v[K * W];",
+        f"        {start}",
+        "        #pragma unroll",
+        "        for (int k = 0; k < K; ++k) {",
+        "            const int i = k * nthreads + tid;",
+        "            if (i < n) {",
+        "                const tp_vec q = src[i];",
+        "                #pragma unroll",
+        "                for (int t = 0; t < W; ++t) {",
+        f"                    v[k * W + t] = ({acc}){load_expr(dtype, 'q.s[t]')};",
+        f"                    {fold}",
+        "                }",
+        "            } else {",
+        "                #pragma unroll",
+        f"                for (int t = 0; t < W; ++t) v[k * W + t] = ({acc})0;",
+        "            }",
+        "        }",
+    ]
+
+
 def softmax_rows_source(dtype, log: bool, warp: bool, width: int, vectors: int) -> str | None:
     """The CUDA source of softmax (``log``: log-softmax) over the last dimension of a
     C-contiguous float16, bfloat16, float32 or float64 array, reading each row once into
@@ -661,24 +687,8 @@ def softmax_rows_source(dtype, log: bool, warp: bool, width: int, vectors: int) 
         "        const tp_i64 length, const tp_i64 rows) {",
         "" if warp else f"    __shared__ {acc} shared[32];",
         *row_loop(warp, vectors),
-        "        const tp_vec* src = reinterpret_cast<const tp_vec*>(x + r * length);",
-        f"        {acc} v[K * W];",
-        f"        {acc} m = {minus_inf};",
-        "        #pragma unroll",
-        "        for (int k = 0; k < K; ++k) {",
-        "            const int i = k * nthreads + tid;",
-        "            if (i < n) {",
-        "                const tp_vec q = src[i];",
-        "                #pragma unroll",
-        "                for (int t = 0; t < W; ++t) {",
-        f"                    v[k * W + t] = ({acc}){_load(dtype, 'q.s[t]')};",
-        f"                    m = {fmax}(m, v[k * W + t]);",
-        "                }",
-        "            } else {",
-        "                #pragma unroll",
-        f"                for (int t = 0; t < W; ++t) v[k * W + t] = ({acc})0;",
-        "            }",
-        "        }",
+        *row_registers(dtype, acc, f"{acc} m = {minus_inf};",
+                       f"m = {fmax}(m, v[k * W + t]);"),
         f"        m = {reduce_max};",
         f"        {acc} s = 0;",
         "        #pragma unroll",

@@ -6,8 +6,11 @@ tensorplay's), and the eager MLP training step (tensorplay and torch).
 Then the row kernels at the issue's shapes: ``layer_norm``, ``softmax`` and row sums at
 (8192, 768) and (8192, 1024), device time per call beside torch's.
 
-Usage: ``python3 benchmarks/profile_kernels.py [decode|prefill|training|rows ...]`` on cuda (all
-of them without arguments)."""
+Then causal prompt attention (12 heads of 64, bf16, 32 to 512 queries): tensorplay's SDPA, the
+same composed of products + masked_fill + softmax, and torch's SDPA.
+
+Usage: ``python3 benchmarks/profile_kernels.py [decode|prefill|training|rows|attention ...]`` on
+cuda (all of them without arguments)."""
 
 import os
 import sys
@@ -126,6 +129,34 @@ def training() -> None:
         show(f"torch eager training step, batch {batch}", kernels(torch_step, 20))
 
 
+def attention() -> None:
+    """Causal prompt attention at GPT-2-small's shape (12 heads of 64, bf16): tensorplay's SDPA
+    (the tiled kernel), the same attention composed of products + masked_fill + softmax, and
+    torch's SDPA, device time per call."""
+    F = tp.nn.functional
+    for length in (32, 128, 512):
+        q, k, v = (tp.randn(1, 12, length, 64, device="cuda", dtype=tp.bfloat16)
+                   for _ in range(3))
+        tq, tk, tv = (torch.randn(1, 12, length, 64, device="cuda", dtype=torch.bfloat16)
+                      for _ in range(3))
+        keep = tp.ones(length, length, dtype=tp.bool, device="cuda").tril()
+
+        def composed():
+            scores = (q @ k.transpose(-1, -2)) * 0.125
+            return scores.masked_fill(keep.logical_not(), float("-inf")).softmax(-1) @ v
+        impls = {"tensorplay SDPA": lambda: F.scaled_dot_product_attention(q, k, v,
+                                                                          is_causal=True),
+                 "tensorplay composed": composed,
+                 "torch SDPA": lambda: torch.nn.functional.scaled_dot_product_attention(
+                     tq, tk, tv, is_causal=True)}
+        for name, fn in impls.items():
+            fn()
+            table = kernels(fn, 20)
+            total = sum(us for _, us in table.values())
+            print(f"causal attention L={length:4d}: {name:20s} {total:8.1f} us  "
+                  + ", ".join(f"{key[:40]} {us:.1f}" for key, (_, us) in table.items()))
+
+
 def rows() -> None:
     F = tp.nn.functional
     for shape in ((8192, 768), (8192, 1024)):
@@ -158,10 +189,11 @@ def rows() -> None:
 
 
 if __name__ == "__main__":
-    parts = sys.argv[1:] or ["decode", "prefill", "training", "rows"]
+    parts = sys.argv[1:] or ["decode", "prefill", "training", "rows", "attention"]
     for part in parts:
         try:
-            {"decode": decode, "prefill": prefill, "training": training, "rows": rows}[part]()
+            {"decode": decode, "prefill": prefill, "training": training, "rows": rows,
+             "attention": attention}[part]()
         except Exception as error:  # noqa: BLE001 - one part failing still shows the others
             import traceback
             traceback.print_exc()

@@ -112,7 +112,14 @@ class GPT2:
         self.wte, self.wpe = put("wte.weight"), put("wpe.weight")
         self.wte_t = self.wte.T   # the output projection shares the embedding (a view)
         self.ln_f = (put("ln_f.weight"), put("ln_f.bias"))
-        self.layers = [{key: put(f"h.{i}.{key}") for key in (
+        # The products' weights (Conv1D's (in, out) in the file) are stored as (out, in) rows,
+        # as nn.Linear keeps them, and used through an (in, out) view: a one-token product then
+        # reads each output's weights as one contiguous row, which streams faster on the GPU
+        # (benchmarks/skinny_sweep.py: 3.3 against 4.4 us for the 768 x 2304 product on an H100)
+        products = {"attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight",
+                    "mlp.c_proj.weight"}
+        self.layers = [{key: put(f"h.{i}.{key}").T.contiguous().T if key in products
+                        else put(f"h.{i}.{key}") for key in (
             "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias",
             "attn.c_proj.weight", "attn.c_proj.bias", "ln_2.weight", "ln_2.bias",
             "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight", "mlp.c_proj.bias")}
@@ -237,7 +244,10 @@ class Generation:
 
     def finished(self, pos: tp.Tensor, token: tp.Tensor) -> tp.Tensor:
         """Whether the loop stops after writing ``token`` at ``pos + 1``: the length limit, or
-        the end-of-text token among the generated ones."""
+        the end-of-text token among the generated ones (without ``eos``, the limit alone: four
+        kernels fewer in each step of a captured loop)."""
+        if self.eos is None:
+            return pos >= self.last
         generated = (pos + 1) >= self.prompt_end
         return (pos >= self.last) | ((token == self.eos_token) & generated)
 

@@ -188,6 +188,46 @@ def test_many_query_rows_match_the_reference_and_the_composed_path(device, dtype
                                    rtol=4 * rtol, atol=4 * rtol)
 
 
+def _prompt_views(device, dtype, batch, length, keys, heads, dim):
+    """q, k, v as a model has them: strided head views of packed projections (q of
+    ``(batch, length, heads, dim)``, k and v of one ``(batch, keys, 2, heads, dim)`` tensor)."""
+    q_rows, kv_rows = arrays((batch, length, heads, dim), (batch, keys, 2, heads, dim))
+    q = tp.tensor(q_rows, dtype=dtype, device=device).permute(0, 2, 1, 3)
+    k, v = tp.tensor(kv_rows, dtype=dtype, device=device).permute(2, 0, 3, 1, 4).unbind(0)
+    return q, k, v
+
+
+@pytest.mark.parametrize("dtype, rtol", [(tp.float32, 2e-5), (tp.bfloat16, 3e-2),
+                                         (tp.float16, 4e-3)])
+@pytest.mark.parametrize("batch, length, keys, dim", [(1, 64, 64, 64), (2, 130, 200, 48),
+                                                      (1, 96, 1100, 32)])
+def test_long_prompts_match_the_reference(device, dtype, rtol, batch, length, keys, dim):
+    """Long causal and unmasked prompts with as many key heads as query heads, read through
+    strided views of packed projections (on cuda the batched products and one softmax
+    kernel; past 1024 keys the tiled kernel)."""
+    q, k, v = _prompt_views(device, dtype, batch, length, keys, 3, dim)
+    stored = [to_numpy(t.double()) for t in (q, k, v)]
+    for causal in (True, False):
+        got = F.scaled_dot_product_attention(q, k, v, is_causal=causal, scale=0.3)
+        assert got.dtype is dtype and got.shape == (batch, 3, length, dim)
+        expected = reference(*stored, causal=causal, scale=0.3)
+        np.testing.assert_allclose(to_numpy(got.double()), expected, rtol=rtol, atol=rtol)
+
+
+@requires_accelerator
+def test_captured_long_prompt_attention_replays_with_new_inputs(dev):
+    q, k, v = _prompt_views(dev, tp.float32, 1, 80, 80, 2, 16)
+    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+    graph = tp.accelerator.Graph()
+    with graph:
+        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    for _ in range(2):
+        fresh = arrays((1, 2, 80, 16), (1, 2, 80, 16), (1, 2, 80, 16))
+        graph.stage_and_launch([q, k, v], on(dev, *fresh, dtype=tp.float32))
+        np.testing.assert_allclose(to_numpy(out), reference(*fresh, causal=True), rtol=2e-5,
+                                   atol=2e-6)
+
+
 @requires_accelerator
 def test_captured_prefill_attention_is_one_node(dev, tmp_path):
     q, k, v = on(dev, *arrays((1, 2, 40, 16), (1, 2, 40, 16), (1, 2, 40, 16)),

@@ -17,30 +17,34 @@ __all__ = ["adam_update_"]
 
 def _adam_xp(xp, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, beta1, beta2,
              eps, weight_decay, decoupled, maximize) -> None:
-    """The update computed in float64 and stored once per array (the cuda kernel's
-    arithmetic)."""
-    wide = "float64"
-    t = step.astype(wide)
-    rate = lr.astype(wide)
+    """The update as PyTorch's Adam computes it with a Python step count: elementwise in
+    float32 (float64 for float64 parameters; float16 and bfloat16 state in float32 too), the
+    bias corrections and step size in float64, stored once per array: the cuda kernel's
+    arithmetic."""
+    wide = "float64" if param.dtype == xp.float64 else "float32"
+    t = step.astype("float64")
+    rate = lr.astype("float64")
     g = grad.astype(wide)
     if maximize:
         g = -g
     p = param.astype(wide)
     if weight_decay != 0:
         if decoupled:
-            p = p * (1 - rate * weight_decay)
+            p = p * (1 - rate * weight_decay).astype(wide)
         else:
-            g = g + weight_decay * p
+            g = g + xp.asarray(weight_decay, wide) * p
     m = exp_avg.astype(wide)
-    m = m + (1 - beta1) * (g - m)
-    v = beta2 * exp_avg_sq.astype(wide) + (1 - beta2) * g * g
+    m = m + xp.asarray(1 - beta1, wide) * (g - m)
+    v = exp_avg_sq.astype(wide) * xp.asarray(beta2, wide) + \
+        xp.asarray(1 - beta2, wide) * g * g
     used = v
     if max_exp_avg_sq is not None:
         used = xp.maximum(max_exp_avg_sq.astype(wide), v)
         max_exp_avg_sq[...] = used
     correction1 = 1 - beta1 ** t
     correction2 = xp.sqrt(1 - beta2 ** t)
-    param[...] = p - rate / correction1 * m / (xp.sqrt(used) / correction2 + eps)
+    denom = xp.sqrt(used) / correction2.astype(wide) + xp.asarray(eps, wide)
+    param[...] = p + (-rate / correction1).astype(wide) * (m / denom)
     exp_avg[...] = m
     exp_avg_sq[...] = v
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import statistics
 
 import numpy as np
 
@@ -16,7 +17,7 @@ import tensorplay as tp
 
 from . import peers
 from .models import JAX_PRECISIONS
-from .timing import time_per_call
+from .timing import interleaved_loops, time_per_call
 
 LAYERS, WIDTH = 4, 512
 LR, BETAS, EPS, WEIGHT_DECAY = 1e-3, (0.9, 0.999), 1e-8, 1e-2
@@ -67,7 +68,19 @@ def training_step_case(device: str, batch: int, calls: int):
     step, _, _ = training_step(tp, device, batch)
     for _ in range(3):
         step()   # creates the .grad tensors and the optimizer state before any capture
-    yield {"impl": "tensorplay eager", "us": time_per_call(step, sync, calls)}
+    torch = peers._torch_cuda()
+    torch_eager = None
+    if torch is None:
+        yield {"impl": "tensorplay eager", "us": time_per_call(step, sync, calls)}
+    else:
+        # the two eager steps take turns loop by loop: both are host-bound, and the shared
+        # host's speed drifts during a run
+        torch_step, _, _ = training_step(torch, "cuda", batch)
+        loops = interleaved_loops({"tensorplay": (step, sync),
+                                   "torch": (torch_step, torch.cuda.synchronize)}, calls, 7, 3)
+        yield {"impl": "tensorplay eager", "us": statistics.median(loops["tensorplay"][1]),
+               "note": "timed in turns with torch eager"}
+        torch_eager = statistics.median(loops["torch"][1])
     if tp.accelerator.is_available():
         graph = tp.accelerator.Graph()
         with graph:
@@ -77,16 +90,20 @@ def training_step_case(device: str, batch: int, calls: int):
     compiled_step = tp.compile(training_step(tp, device, batch)[0])
     yield {"impl": "tensorplay compile (cudagraphs)", "us": time_per_call(compiled_step, sync,
                                                                           calls)}
-    torch = peers._torch_cuda()
     if torch is not None:
-        yield from _torch_rows(torch, batch, calls)
+        yield from _torch_rows(torch, batch, calls, torch_eager)
     if peers._gpu() and peers._module("jax") is not None:
         yield from _jax_rows(batch, calls)
 
 
-def _torch_rows(torch, batch: int, calls: int):
-    step, _, _ = training_step(torch, "cuda", batch)
-    yield {"impl": "torch eager", "us": time_per_call(step, torch.cuda.synchronize, calls)}
+def _torch_rows(torch, batch: int, calls: int, eager_us: float | None = None):
+    """torch's rows; ``eager_us``: its eager step, already timed (in turns with tensorplay's)."""
+    if eager_us is None:
+        step, _, _ = training_step(torch, "cuda", batch)
+        yield {"impl": "torch eager", "us": time_per_call(step, torch.cuda.synchronize, calls)}
+    else:
+        yield {"impl": "torch eager", "us": eager_us,
+               "note": "timed in turns with tensorplay eager"}
     step, _, _ = training_step(torch, "cuda", batch, capturable=True)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())

@@ -24,6 +24,13 @@
     of the tile against the warp's rows (so each value read from shared memory serves both),
     and the online softmax rescales the running outputs, so the scores are never written out.
     With ``causal`` a block stops at the last key its rows see.
+    Longer prompts without a mask (``causal`` or none, as many key heads as query heads, at
+    most ``PRODUCT_MAX_KEYS`` keys) take products instead: the float32 scores of every head
+    in one batched cuBLASLt product (the tensor cores, where the tiled kernel computes on
+    the CUDA cores), one softmax kernel (a warp a row, the scale and the causal cut inside)
+    that writes the probabilities in the query's dtype, and the batched product with the
+    values: three launches and ``B*H*L*S`` float32 scores of scratch memory, but at GPT-2's
+    512-token prompt several times faster than the tiled kernel.
 
 Kernels are made once per signature in the one kernel cache (``_kernels``) and compiled and
 loaded on first use per device under relaxed capture mode. Nothing here synchronizes the host;
@@ -40,9 +47,11 @@ import numpy as np
 
 from . import _elementwise_source as _source
 from . import _kernels as _kernel_cache
+from . import _matmul
 from ._launch import PackedLaunch, thread_ident
 
-__all__ = ["attention", "ATTENTION_DTYPES", "MAX_HEAD_DIM", "DECODE_QUERIES", "TILED_HEAD_DIM"]
+__all__ = ["attention", "ATTENTION_DTYPES", "MAX_HEAD_DIM", "DECODE_QUERIES", "TILED_HEAD_DIM",
+           "PRODUCT_QUERIES", "PRODUCT_MAX_KEYS"]
 
 _U8 = np.dtype(np.uint8)
 ATTENTION_DTYPES = frozenset((np.dtype(np.float16), np.dtype("bfloat16"), np.dtype(np.float32)))
@@ -50,6 +59,9 @@ MAX_HEAD_DIM = 256
 CHUNK = 1024          # keys per block of the plain kernel at most
 DECODE_QUERIES = 16   # up to this many query rows the split kernels run, above it the tiled
 TILED_HEAD_DIM = 128  # the tiled kernel's widest head (its key and value tiles in shared memory)
+PRODUCT_QUERIES = 64  # from this many query rows an unmasked attention takes the products
+PRODUCT_MAX_KEYS = 1024   # the most keys the products' softmax holds in a warp's registers
+_PRODUCT_SCORES_LIMIT = 1 << 28   # the most float32 scores (1 GiB) the products path makes
 _TILED_WARPS = 8      # warps per block of the tiled kernel
 _ROWS_PER_WARP = 2    # query rows per warp of the tiled kernel
 _GRID_Y_CAP = 65535   # the grid's second dimension at most
@@ -534,6 +546,110 @@ def _strides(array) -> tuple[int, ...]:
     return tuple(s // itemsize if n > 1 else 0 for s, n in zip(array.strides, array.shape))
 
 
+# -- the products path (long prompts) --------------------------------------------------------
+_SOFTMAX_WARPS = 8
+
+
+def _scores_softmax_source(dtype: np.dtype, per_lane: int, name: str) -> str:
+    """``probs = softmax(scores * scale)`` over rows of ``keys`` float32 scores, one warp a row
+    holding ``per_lane`` values a lane; with ``causal`` row ``r`` keeps keys ``j <= r %
+    length`` (its query's index), the others get probability 0."""
+    storage = _source.storage_type(dtype)
+    store = _source.store_expr(dtype, "v[t] * inv")
+    return "\n".join([
+        _source.HELPERS,
+        f"#define PL {per_lane}",
+        f'extern "C" __global__ void __launch_bounds__({32 * _SOFTMAX_WARPS}) {name}(',
+        f"        const float* __restrict__ scores, {storage}* __restrict__ probs,",
+        "        const tp_i64 rows, const tp_i64 length, const tp_i64 keys, const tp_i64 causal,",
+        "        const double scale) {",
+        f"    const tp_i64 row = (tp_i64)blockIdx.x * {_SOFTMAX_WARPS} + (threadIdx.x >> 5);",
+        "    if (row >= rows) return;   // the whole warp",
+        "    const int lane = threadIdx.x & 31;",
+        "    const tp_i64 last = causal ? min(row % length, keys - 1) : keys - 1;",
+        "    const float* __restrict__ s = scores + row * keys;",
+        "    const float sc = (float)scale * 1.4426950408889634f;   // exp2 of log2(e) * x",
+        "    const float neg_inf = -__int_as_float(0x7f800000);",
+        "    float v[PL];",
+        "    float m = neg_inf;",
+        "#pragma unroll",
+        "    for (int t = 0; t < PL; ++t) {",
+        "        const tp_i64 j = lane + 32 * t;",
+        "        v[t] = j <= last ? s[j] * sc : neg_inf;",
+        "        m = fmaxf(m, v[t]);",
+        "    }",
+        "    for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));",
+        "    float sum = 0.0f;",
+        "#pragma unroll",
+        "    for (int t = 0; t < PL; ++t) {",
+        "        v[t] = lane + 32 * t <= last ? exp2f(v[t] - m) : 0.0f;",
+        "        sum += v[t];",
+        "    }",
+        "    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);",
+        "    const float inv = 1.0f / sum;",
+        f"    {storage}* __restrict__ p = probs + row * keys;",
+        "#pragma unroll",
+        "    for (int t = 0; t < PL; ++t) {",
+        "        const tp_i64 j = lane + 32 * t;",
+        f"        if (j < keys) p[j] = {store};",
+        "    }",
+        "}",
+    ])
+
+
+def _scores_softmax_kernel(dtype: np.dtype, per_lane: int) -> PackedLaunch:
+    name = f"tp_attention_scores_softmax_{dtype.name}_{per_lane}"
+
+    def make():
+        kernel = cupy.RawKernel(_scores_softmax_source(dtype, per_lane, name), name)
+        return PackedLaunch(kernel, 7, scalar_format="d")
+    return _kernel_cache.cached(("attention_scores_softmax", dtype, per_lane), make)
+
+
+class _ProductsPlan:
+    """The products path of one call signature (see the module docstring): the scores'
+    shape, the softmax kernel and its grid."""
+
+    __slots__ = ("scores_shape", "softmax", "grid", "static", "scale")
+
+    def __init__(self, q, k, scale: float, causal: bool):
+        batch, heads, length, _ = q.shape
+        keys = k.shape[2]
+        self.scores_shape = (batch, heads, length, keys)
+        rows = batch * heads * length
+        per_lane = 1 << (-(-keys // 32) - 1).bit_length()
+        self.softmax = _scores_softmax_kernel(q.dtype, per_lane)
+        self.grid = -(-rows // _SOFTMAX_WARPS)
+        self.static = array("Q", (rows, length, keys, int(causal)))
+        self.scale = scale
+        device = q.data.device_id
+        key = ("attention_scores_softmax", q.dtype, per_lane)
+        if not _kernel_cache.is_warm(key, device):
+            _kernel_cache.warm(key, device, lambda: self.softmax.kernel.kernel)
+
+    def run(self, q, k, v, out) -> None:
+        scores = cupy.empty(self.scores_shape, np.float32)
+        _matmul.matmul(q, k.swapaxes(-1, -2), scores)
+        probs = cupy.empty(self.scores_shape, q.dtype)
+        packed = self.softmax
+        found = packed.buffers.get(thread_ident()) or packed.buffer()
+        values = found[0]
+        values[0], values[1] = scores.data.ptr, probs.data.ptr
+        values[2:6] = self.static
+        found[3][6] = self.scale
+        packed(self.grid, 32 * _SOFTMAX_WARPS, found[1])
+        _matmul.matmul(probs, v, out)
+
+
+def _products_apply(q, k, v, mask, dim: int) -> bool:
+    """Whether a call takes the products path (see the module docstring)."""
+    batch, heads, length, _ = q.shape
+    keys = k.shape[2]
+    return (mask is None and length >= PRODUCT_QUERIES and 0 < keys <= PRODUCT_MAX_KEYS
+            and k.shape[1] == heads and batch * heads * length * keys <= _PRODUCT_SCORES_LIMIT
+            and _matmul.available() and dim > 0)
+
+
 class _Plan:
     """What one call signature launches: the kernels, grids and every parameter that is not
     an address (``static``, slots 6 to 26), and the flash-decoding partials' size."""
@@ -554,7 +670,7 @@ class _Plan:
 
 
 #: call signature -> its plan, or None for a signature the kernels do not take
-_plans: dict[tuple, _Plan | None] = {}
+_plans: dict[tuple, "_Plan | _ProductsPlan | None"] = {}
 _PLANS_KEPT = 512   # signatures remembered at most (shapes of a model are few)
 
 
@@ -580,6 +696,9 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> bool:
             _plans[key] = plan
     if plan is None:
         return False
+    if isinstance(plan, _ProductsPlan):
+        plan.run(q, k, v, out)
+        return True
     part = None if not plan.part_size else cupy.empty(plan.part_size, np.float32)
     packed = plan.packed
     found = packed.buffers.get(thread_ident()) or packed.buffer()
@@ -609,7 +728,7 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> bool:
     return True
 
 
-def _plan(q, k, v, mask, out, scale: float, causal: bool) -> _Plan | None:
+def _plan(q, k, v, mask, out, scale: float, causal: bool) -> _Plan | _ProductsPlan | None:
     """The plan of a call signature (see :func:`attention`), or None where the kernels do not
     apply; compiles and loads the kernels on first use per device.
 
@@ -655,6 +774,8 @@ def _plan(q, k, v, mask, out, scale: float, causal: bool) -> _Plan | None:
     def static(chunks: int, chunk: int) -> array:
         return array("Q", (heads, heads // k.shape[1], length, keys, dim, kind, chunks, chunk)
                      + _strides(q)[:3] + _strides(k)[:3] + _strides(v)[:3] + mask_strides)
+    if _products_apply(q, k, v, mask, dim):
+        return _ProductsPlan(q, k, scale, causal)
     if length > DECODE_QUERIES and dim <= TILED_HEAD_DIM and batch * heads <= _GRID_Y_CAP:
         tiled = _tiled_kernel(dtype, mask_dtype, dim)
         if not _kernel_cache.is_warm(("attention_tiled", dtype, mask_dtype, dim), device):

@@ -67,6 +67,8 @@ _LT_ACTIVATIONS = frozenset({None, "relu", "gelu_tanh"})
 #: and other products as one kernel after cuBLASLt's BIAS epilogue.
 EPILOGUES = _LT_ACTIVATIONS | {"gelu", "silu"} if _lt is not None else frozenset()
 _BFLOAT16 = np.dtype("bfloat16")
+_F32 = np.dtype(np.float32)
+_HALVES = frozenset({np.dtype(np.float16), _BFLOAT16})   # may store float32 sums (see matmul)
 _EPILOGUE_DTYPES = frozenset({np.dtype(np.float16), np.dtype("bfloat16"), np.dtype(np.float32)})
 
 _WORKSPACE_LIMIT = 32 << 20   # the most workspace an algorithm may ask for
@@ -141,7 +143,7 @@ class _Plan:
 
     def __init__(self, device: int, dtype: np.dtype, precision: str, a_op, b_op, d_layout,
                  batch: int, bias: bool, activation: str | None, alignments,
-                 workspace_limit: int):
+                 out_dtype: np.dtype, workspace_limit: int):
         data_type, scale_type, compute = _TYPES[dtype]
         if dtype == np.float32:
             compute = _FLOAT32_COMPUTE[precision]
@@ -159,8 +161,10 @@ class _Plan:
         self.bias_buffer = np.zeros(1, dtype_of(desc_attr.BIAS_POINTER))
         if bias or activation is not None:
             _set(set_desc, desc, desc_attr.EPILOGUE, dtype_of, int(epilogue))
-        layouts = [self._layout(data_type, rows, cols, ld, stride, batch)
-                   for rows, cols, ld, stride in (a_op[1:], b_op[1:], d_layout)]
+        layouts = [self._layout(kind, rows, cols, ld, stride, batch)
+                   for kind, (rows, cols, ld, stride) in zip(
+                       (data_type, data_type, _TYPES[out_dtype][0]),
+                       (a_op[1:], b_op[1:], d_layout))]
         self.layouts = layouts
         preference = _lt.matmul_preference_create()
         try:
@@ -271,7 +275,9 @@ def matmul(a, b, out=None, precision: str = "highest"):
         a, b: CuPy arrays of one dtype (float16, bfloat16, float32, float64, complex64/128 go
             through cuBLASLt; other dtypes through ``cupy.matmul``). 1-D operands, batch
             broadcasting and strided views as numpy's matmul.
-        out: optional array of the result's shape and dtype, written in place.
+        out: optional array of the result's shape and dtype, written in place. For float16
+            and bfloat16 operands ``out`` may also be float32: cuBLASLt then stores its
+            float32 sums unrounded (no bias, activation or residual with such an ``out``).
         precision: float32 only: "highest" (full float32), "high" (TF32 tensor cores),
             "medium" (bfloat16 tensor cores), as ``torch.set_float32_matmul_precision``.
 
@@ -349,7 +355,9 @@ def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
     shape = batch_shape + ((m,) if a.ndim > 1 else ()) + ((n,) if b.ndim > 1 else ())
     if out is None:
         out = cupy.empty(shape, dtype)
-    elif tuple(out.shape) != shape or out.dtype != dtype:
+    elif tuple(out.shape) != shape or out.dtype != dtype and not (
+            out.dtype == _F32 and dtype in _HALVES and not with_bias and activation is None
+            and residual is None):
         raise ValueError(f"matmul: out has shape {tuple(out.shape)} and dtype {out.dtype}; the "
                          f"product needs {shape} and {dtype}")
     if m == 0 or n == 0 or 0 in batch_shape:
@@ -363,13 +371,13 @@ def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
     result = out.reshape(batch_shape + (m, n)) if out.flags.c_contiguous else None
     if result is None:
         direct = None
-        result = cupy.empty(batch_shape + (m, n), dtype)
+        result = cupy.empty(batch_shape + (m, n), out.dtype)
     if b2.ndim == 2 and a2.ndim > 2:
         rows = _fold_rows(a2)
         if rows is not None:   # one GEMM: the batch folds into a's rows
             a2, batch_shape, result = rows, (), result.reshape(-1, n)
     launch = _skinny.plan(a2, b2, result, with_bias, activation, residual is not None) \
-        if not batch_shape else None
+        if not batch_shape and result.dtype == dtype else None
     if launch is not None:   # a few rows: one kernel of _skinny.py, epilogue included
         if residual is None:
             launch(a2, b2, bias, result)
@@ -459,7 +467,7 @@ def _gemm(a, b, c, batch_shape, dtype, precision, bias, with_bias, activation, r
     align_c = _alignment(pc) if residual is None else min(_alignment(pc),
                                                            _alignment(residual.data.ptr))
     key = (device, dtype, precision, b_op, a_op, b_stride, a_stride, batch, m, n, with_bias,
-           activation, _alignment(pb), _alignment(pa), align_c, lean)
+           activation, _alignment(pb), _alignment(pa), align_c, lean, c.dtype)
     plan = _plans.get(key)
     if plan is None:
         try:
@@ -511,11 +519,11 @@ _BIAS_POINTER = _lt.MatmulDescAttribute.BIAS_POINTER if _lt is not None else Non
 
 def _make_plan(key) -> _Plan:
     (device, dtype, precision, b_op, a_op, b_stride, a_stride, batch, m, n, with_bias,
-     activation, align_b, align_a, align_c, lean) = key
+     activation, align_b, align_a, align_c, lean, out_dtype) = key
     # cuBLASLt's A is our b (C^T = B^T A^T); its D is c^T: n rows, m cols, ld n
     arguments = (device, dtype, precision, b_op + (b_stride,), a_op + (a_stride,),
                  (n, m, n, m * n), batch, with_bias, activation,
-                 (align_b, align_a, align_c, align_c))
+                 (align_b, align_a, align_c, align_c), out_dtype)
     try:
         plan = _Plan(*arguments, 0 if lean else _WORKSPACE_LIMIT)
     except _NoAlgorithm:

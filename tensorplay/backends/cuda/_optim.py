@@ -1,9 +1,12 @@
 """The optimizers' fused update for the cuda backend: one elementwise kernel updates a whole
 flat buffer of parameters, their moments and (AMSGrad) the running maximum.
 
-Every element computes in double and stores once in the parameter's dtype; the step count and a
-tensor learning rate are read from device memory in the kernel, so a captured step reads what
-those tensors hold at each replay. float16 and bfloat16 parameters are not taken here (the op
+Every element computes in the parameter's dtype and the bias corrections and step size in
+double, in PyTorch's order of operations (its Adam with a Python step count; all-double
+arithmetic made the update compute-bound: 27 us for the 4 x 512 MLP's 1M float32 parameters on
+an H100, where their 29 MB of traffic take about 9 us); the step count and a tensor
+learning rate are read from device memory in the kernel, so a captured step reads what those
+tensors hold at each replay. float16 and bfloat16 parameters are not taken here (the op
 falls back to its composed form). Nothing here synchronizes the host.
 """
 
@@ -21,24 +24,25 @@ __all__ = ["adam_update"]
 _DTYPES = frozenset((np.dtype(np.float32), np.dtype(np.float64)))
 
 _BODY = r"""
-double t = (double)step[0];
-double lr = (double)lr_t[0];
-double grad = maximize ? -(double)g : (double)g;
-double param = (double)p;
+const double t = (double)step[0];
+const double lr = (double)lr_t[0];
+T grad = maximize ? -g : g;
+T param = p;
 if (wd != 0.0) {
-    if (decoupled) { param *= 1.0 - lr * wd; } else { grad += wd * param; }
+    if (decoupled) { param *= (T)(1.0 - lr * wd); } else { grad += (T)wd * param; }
 }
-double mm = (double)m + (1.0 - beta1) * (grad - (double)m);
-double vv = beta2 * (double)v + (1.0 - beta2) * grad * grad;
-double vuse = vv;
+const T mm = m + (T)(1.0 - beta1) * (grad - m);
+const T vv = v * (T)beta2 + (T)(1.0 - beta2) * grad * grad;
+T vuse = vv;
 AMSGRAD
-double bc1 = 1.0 - pow(beta1, t);
-double bc2 = sqrt(1.0 - pow(beta2, t));
-p = (T)(param - lr / bc1 * mm / (sqrt(vuse) / bc2 + eps));
-m = (T)mm;
-v = (T)vv;
+const double bc1 = 1.0 - pow(beta1, t);
+const double bc2 = sqrt(1.0 - pow(beta2, t));
+const T denom = sqrt(vuse) / (T)bc2 + (T)eps;
+p = param + (T)(-lr / bc1) * (mm / denom);
+m = mm;
+v = vv;
 """
-_AMSGRAD = "double top = fmax((double)vmax, vv); vmax = (T)top; vuse = top;"
+_AMSGRAD = "const T top = fmax(vmax, vv); vmax = top; vuse = top;"
 _IN = ("T g, raw S step, raw L lr_t, float64 beta1, float64 beta2, float64 eps, float64 wd, "
        "bool decoupled, bool maximize")
 

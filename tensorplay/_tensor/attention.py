@@ -1,13 +1,14 @@
 """Scaled dot-product attention as ONE op: the path ``nn.functional.scaled_dot_product_attention``
 takes when no gradient is needed.
 
-:func:`attention` launches one kernel: the backend's ``attention`` hook (cuda: for few query
+:func:`attention` is one launch: the backend's ``attention`` hook (cuda: for few query
 rows a raw kernel with the softmax computed per chunk of keys, and a second small kernel
-combining the chunks when the keys are split; for many a tiled kernel; see
-``backends/cuda/_rows.py``), or, where the backend has none or declines the case (float64 or
-wide heads on cuda), the same formula from ``xp`` calls inside that one launch: scores in
-float32 (float64 for float64), the mask, the softmax, the product with the values, rounded once
-to the query's dtype. Either way the op is one node of a captured graph and reads the mask and
+combining the chunks when the keys are split; for many a tiled kernel, or for long unmasked
+prompts two batched products around one softmax kernel; see ``backends/cuda/_attention.py``),
+or, where the backend has none or declines the case (float64 or wide heads on cuda), the same
+formula from ``xp`` calls inside that one launch: scores in float32 (float64 for float64), the
+mask, the softmax, the product with the values, rounded once to the query's dtype. Either way
+the op is one call, captured as one node (three for the products path), and reads the mask and
 the cache at every replay.
 
 Semantics are PyTorch's: ``mask`` bool (True keeps a key) or additive, broadcast to

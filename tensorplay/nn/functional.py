@@ -694,9 +694,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
       ``dropout_p`` is 0. On cuda, for float16, bfloat16 and float32: with at most 16 query
       rows (the decode step) a kernel that splits the keys into chunks (online softmax, a
       second small kernel combining the chunks, flash-decoding style), for head dimensions up
-      to 256; with more query rows (a prompt) a tiled kernel (flash-attention style: tiles of
-      keys and values in shared memory, online softmax, the scores never written out), for
-      head dimensions up to 128. Elsewhere, and for float64 or wider heads, the same formula
+      to 256; with 64 or more query rows, no ``attn_mask`` (causal or not), as many key heads
+      as query heads and at most 1024 keys, three launches: the float32 scores of every head
+      in one batched cuBLASLt product, one softmax kernel (scale and causal cut inside), and
+      the product with the values (``B*H*L*S`` float32 scores of scratch memory); other
+      prompts a tiled kernel (flash-attention style: tiles of keys and values in shared
+      memory, online softmax, the scores never written out), for head dimensions up to 128.
+      The three launches are one op all the same (one call of the backend's hook; captured,
+      three nodes). Elsewhere, and for float64 or wider heads, the same formula
       from the backend's array calls in that one launch (the scores in float32).
     - otherwise the composed ops on every backend (products, ``masked_fill`` or an add,
       ``softmax``, products), so it works under autograd too.

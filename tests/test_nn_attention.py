@@ -214,34 +214,34 @@ def test_long_prompts_match_the_reference(device, dtype, rtol, batch, length, ke
         np.testing.assert_allclose(to_numpy(got.double()), expected, rtol=rtol, atol=rtol)
 
 
-@requires_accelerator
-def test_captured_long_prompt_attention_replays_with_new_inputs(dev):
-    q, k, v = _prompt_views(dev, tp.float32, 1, 80, 80, 2, 16)
-    q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
+def _captured_causal_attention(dev, length: int, replays: int):
+    """A causal attention over ``(1, 2, length, 16)`` operands captured once, then replayed
+    ``replays`` times with fresh inputs, each result checked against the reference; the
+    graph."""
+    shape = (1, 2, length, 16)
+    q, k, v = on(dev, *arrays(shape, shape, shape), dtype=tp.float32)
     graph = tp.accelerator.Graph()
     with graph:
         out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-    for _ in range(2):
-        fresh = arrays((1, 2, 80, 16), (1, 2, 80, 16), (1, 2, 80, 16))
+    for _ in range(replays):
+        fresh = arrays(shape, shape, shape)
         graph.stage_and_launch([q, k, v], on(dev, *fresh, dtype=tp.float32))
         np.testing.assert_allclose(to_numpy(out), reference(*fresh, causal=True), rtol=2e-5,
                                    atol=2e-6)
+    return graph
+
+
+@requires_accelerator
+def test_captured_long_prompt_attention_replays_with_new_inputs(dev):
+    _captured_causal_attention(dev, 80, 2)
 
 
 @requires_accelerator
 def test_captured_prefill_attention_is_one_node(dev, tmp_path):
-    q, k, v = on(dev, *arrays((1, 2, 40, 16), (1, 2, 40, 16), (1, 2, 40, 16)),
-                 dtype=tp.float32)
-    graph = tp.accelerator.Graph()
-    with graph:
-        out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    graph = _captured_causal_attention(dev, 40, 1)
     path = tmp_path / "graph.dot"
     graph.debug_dump(str(path))
     assert path.read_text().count("->") < 3
-    fresh = arrays((1, 2, 40, 16), (1, 2, 40, 16), (1, 2, 40, 16))
-    graph.stage_and_launch([q, k, v], on(dev, *fresh, dtype=tp.float32))
-    np.testing.assert_allclose(to_numpy(out), reference(*fresh, causal=True), rtol=2e-5,
-                               atol=2e-6)
 
 
 @requires_accelerator

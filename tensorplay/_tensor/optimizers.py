@@ -20,7 +20,8 @@ def _adam_xp(xp, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, bet
     """The update as PyTorch's Adam computes it with a Python step count: elementwise in
     float32 (float64 for float64 parameters; float16 and bfloat16 state in float32 too), the
     bias corrections and step size in float64, stored once per array: the cuda kernel's
-    arithmetic."""
+    arithmetic. The plain Python numbers take the arrays' dtype (NumPy's and CuPy's weak
+    scalars), so nothing here copies from the host."""
     wide = "float64" if param.dtype == xp.float64 else "float32"
     t = step.astype("float64")
     rate = lr.astype("float64")
@@ -32,18 +33,17 @@ def _adam_xp(xp, param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq, step, lr, bet
         if decoupled:
             p = p * (1 - rate * weight_decay).astype(wide)
         else:
-            g = g + xp.asarray(weight_decay, wide) * p
+            g = g + weight_decay * p
     m = exp_avg.astype(wide)
-    m = m + xp.asarray(1 - beta1, wide) * (g - m)
-    v = exp_avg_sq.astype(wide) * xp.asarray(beta2, wide) + \
-        xp.asarray(1 - beta2, wide) * g * g
+    m = m + (1 - beta1) * (g - m)
+    v = exp_avg_sq.astype(wide) * beta2 + (1 - beta2) * g * g
     used = v
     if max_exp_avg_sq is not None:
         used = xp.maximum(max_exp_avg_sq.astype(wide), v)
         max_exp_avg_sq[...] = used
     correction1 = 1 - beta1 ** t
     correction2 = xp.sqrt(1 - beta2 ** t)
-    denom = xp.sqrt(used) / correction2.astype(wide) + xp.asarray(eps, wide)
+    denom = xp.sqrt(used) / correction2.astype(wide) + eps
     param[...] = p + (-rate / correction1).astype(wide) * (m / denom)
     exp_avg[...] = m
     exp_avg_sq[...] = v

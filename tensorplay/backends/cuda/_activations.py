@@ -34,8 +34,6 @@ __all__ = ["softmax", "erf"]
 _BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which tensorplay imports first
 _SOFTMAX_DTYPES = frozenset((np.dtype(np.float16), _BF16, np.dtype(np.float32),
                              np.dtype(np.float64)))
-_GRID_CAP = 1 << 20   # blocks per softmax launch; each strides over the rows past it
-_ROWS_PER_BLOCK = 4   # warps (rows) a block of the warp-per-row kernel runs
 
 
 def _check_pair(x, out, what: str) -> None:
@@ -87,10 +85,7 @@ def _softmax_rows(x, target, length: int, log: bool) -> bool:
     values = found[0]
     rows = x.size // length
     values[0], values[1], values[2], values[3] = x.data.ptr, target.data.ptr, length, rows
-    if plan[0]:   # a warp per row, four rows a block
-        packed(min(-(-rows // _ROWS_PER_BLOCK), _GRID_CAP), 32 * _ROWS_PER_BLOCK, found[1])
-    else:
-        packed(min(rows, _GRID_CAP), plan[3], found[1])
+    packed(*_source.row_grid(plan, rows), found[1])
     return True
 
 
@@ -133,7 +128,7 @@ def softmax(x, dim: int, out, log: bool) -> None:
     values[0], values[1] = x.data.ptr, target.data.ptr
     values[2], values[3], values[4] = length, inner, rows
     threads = min(1024, max(32, 1 << (length - 1).bit_length()))
-    packed(min(rows, _GRID_CAP), threads, found[1])
+    packed(min(rows, _source.ROW_GRID_CAP), threads, found[1])
     if target is not out:
         out[...] = target
 

@@ -512,24 +512,27 @@ def _attention_kernels(dtype: np.dtype, mask_dtype: np.dtype | None):
             _kernel_cache.cached(("attention_combine", dtype), make_combine))
 
 
-def _tiled_kernel(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int) -> PackedLaunch:
+def _loaded(key: tuple, make, device: int) -> PackedLaunch:
+    """The launcher cached under ``key`` (made by ``make``), its kernel compiled and loaded on
+    ``device`` (under relaxed capture mode when a capture is open)."""
+    packed = _kernel_cache.cached(key, make)
+    if not _kernel_cache.is_warm(key, device):
+        _kernel_cache.warm(key, device, lambda: packed.kernel.kernel)
+    return packed
+
+
+def _head_kernel(kind: str, dtype: np.dtype, mask_dtype: np.dtype | None, dim: int,
+                 device: int) -> PackedLaunch:
+    """The kernel specialised on the head width ``dim``, loaded on ``device``: ``kind``
+    "tiled" (``_tiled_source``) or "vector" (``_vector_source``)."""
     mask_name = "none" if mask_dtype is None else mask_dtype.name
-    name = f"tp_attention_tiled_{dtype.name}_{mask_name}_{dim}"
+    name = f"tp_attention_{kind}_{dtype.name}_{mask_name}_{dim}"
+    source = _tiled_source if kind == "tiled" else _vector_source
 
     def make():
-        kernel = cupy.RawKernel(_tiled_source(dtype, mask_dtype, dim, name), name)
+        kernel = cupy.RawKernel(source(dtype, mask_dtype, dim, name), name)
         return PackedLaunch(kernel, _ATTENTION_SLOTS, scalar_format="d")
-    return _kernel_cache.cached(("attention_tiled", dtype, mask_dtype, dim), make)
-
-
-def _vector_kernel(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int) -> PackedLaunch:
-    mask_name = "none" if mask_dtype is None else mask_dtype.name
-    name = f"tp_attention_vector_{dtype.name}_{mask_name}_{dim}"
-
-    def make():
-        kernel = cupy.RawKernel(_vector_source(dtype, mask_dtype, dim, name), name)
-        return PackedLaunch(kernel, _ATTENTION_SLOTS, scalar_format="d")
-    return _kernel_cache.cached(("attention_vector", dtype, mask_dtype, dim), make)
+    return _loaded(("attention_" + kind, dtype, mask_dtype, dim), make, device)
 
 
 def _vector_applies(q, k, v, dim: int) -> bool:
@@ -597,13 +600,13 @@ def _scores_softmax_source(dtype: np.dtype, per_lane: int, name: str) -> str:
     ])
 
 
-def _scores_softmax_kernel(dtype: np.dtype, per_lane: int) -> PackedLaunch:
+def _scores_softmax_kernel(dtype: np.dtype, per_lane: int, device: int) -> PackedLaunch:
     name = f"tp_attention_scores_softmax_{dtype.name}_{per_lane}"
 
     def make():
         kernel = cupy.RawKernel(_scores_softmax_source(dtype, per_lane, name), name)
         return PackedLaunch(kernel, 7, scalar_format="d")
-    return _kernel_cache.cached(("attention_scores_softmax", dtype, per_lane), make)
+    return _loaded(("attention_scores_softmax", dtype, per_lane), make, device)
 
 
 class _ProductsPlan:
@@ -618,14 +621,10 @@ class _ProductsPlan:
         self.scores_shape = (batch, heads, length, keys)
         rows = batch * heads * length
         per_lane = 1 << (-(-keys // 32) - 1).bit_length()
-        self.softmax = _scores_softmax_kernel(q.dtype, per_lane)
+        self.softmax = _scores_softmax_kernel(q.dtype, per_lane, q.data.device_id)
         self.grid = -(-rows // _SOFTMAX_WARPS)
         self.static = array("Q", (rows, length, keys, int(causal)))
         self.scale = scale
-        device = q.data.device_id
-        key = ("attention_scores_softmax", q.dtype, per_lane)
-        if not _kernel_cache.is_warm(key, device):
-            _kernel_cache.warm(key, device, lambda: self.softmax.kernel.kernel)
 
     def run(self, q, k, v, out) -> None:
         scores = cupy.empty(self.scores_shape, np.float32)
@@ -777,24 +776,19 @@ def _plan(q, k, v, mask, out, scale: float, causal: bool) -> _Plan | _ProductsPl
     if _products_apply(q, k, v, mask, dim):
         return _ProductsPlan(q, k, scale, causal)
     if length > DECODE_QUERIES and dim <= TILED_HEAD_DIM and batch * heads <= _GRID_Y_CAP:
-        tiled = _tiled_kernel(dtype, mask_dtype, dim)
-        if not _kernel_cache.is_warm(("attention_tiled", dtype, mask_dtype, dim), device):
-            _kernel_cache.warm(("attention_tiled", dtype, mask_dtype, dim), device,
-                               lambda: tiled.kernel.kernel)
+        tiled = _head_kernel("tiled", dtype, mask_dtype, dim, device)
         rows_per_block = _TILED_WARPS * _ROWS_PER_WARP
         return _Plan(tiled, -(-length // rows_per_block), batch * heads, 32 * _TILED_WARPS,
                      static(1, keys), scale, None, 0, 32)
     vector = _vector_applies(q, k, v, dim)
-    if vector:
-        packed = _vector_kernel(dtype, mask_dtype, dim)
-        warm_key: tuple = ("attention_vector", dtype, mask_dtype, dim)
+    if vector:   # merges its own chunks: no combining kernel
+        packed = _head_kernel("vector", dtype, mask_dtype, dim, device)
         blocks_wanted, step, threads = _BLOCKS_WANTED, 32, 32 * _VECTOR_WARPS
     else:
-        warm_key = ("attention", dtype, mask_dtype)
+        if not _kernel_cache.is_warm(("attention", dtype, mask_dtype), device):
+            _kernel_cache.warm(("attention", dtype, mask_dtype), device,
+                               lambda: (packed.kernel.kernel, combine.kernel.kernel))
         blocks_wanted, step, threads = _PLAIN_BLOCKS_WANTED, 128, _THREADS
-    if not _kernel_cache.is_warm(warm_key, device):
-        _kernel_cache.warm(warm_key, device, lambda: (packed.kernel.kernel,
-                                                      combine.kernel.kernel))
     wanted = -(-blocks_wanted // rows)
     chunk = min(CHUNK, max(step, (-(-keys // wanted) + step - 1) // step * step))
     chunks = -(-keys // chunk)

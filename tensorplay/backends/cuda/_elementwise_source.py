@@ -31,8 +31,9 @@ __all__ = ["OPS", "SUM_SMALL_LIMIT", "SUM_NAME", "HALF_DTYPES", "kernel_source",
            "unary_expression", "program_source", "program_name", "sum_source", "sum_accumulator",
            "result_dtype", "arity", "softmax_source", "softmax_name", "HELPERS", "storage_type",
            "compute_type", "load_expr", "store_expr", "VECTOR_BYTES", "ROW_WARP_LIMIT",
-           "ROW_BLOCK_LIMIT", "ROW_REGISTER_VALUES", "vector_width", "row_plan", "row_helpers",
-           "row_loop", "softmax_rows_source", "softmax_rows_name"]
+           "ROW_BLOCK_LIMIT", "ROW_REGISTER_VALUES", "vector_width", "row_plan", "row_grid",
+           "ROW_GRID_CAP", "row_helpers", "row_loop", "row_registers", "row_stores",
+           "softmax_rows_source", "softmax_rows_name"]
 
 SUM_SMALL_LIMIT = 1 << 16   #: the most elements one single-block sum kernel is given
 
@@ -618,6 +619,47 @@ def row_loop(warp: bool, vectors: int) -> list[str]:
     ]
 
 
+def row_stores(loads: list[str], element: list[str]) -> list[str]:
+    """The closing lines of a register row kernel (after :func:`row_loop` and
+    :func:`row_registers`): row ``r`` of ``y`` written once, one aligned store of ``W``
+    elements a load; ``loads`` are lines run before each store (with its load index ``i``),
+    ``element`` the lines that set ``q.s[t]`` from element ``j = k * W + t``. Closes the row
+    loop and the kernel."""
+    return [
+        "        tp_vec* dst = reinterpret_cast<tp_vec*>(y + r * length);",
+        "        #pragma unroll",
+        "        for (int k = 0; k < K; ++k) {",
+        "            const int i = k * nthreads + tid;",
+        "            if (i < n) {",
+        "                tp_vec q;",
+        *loads,
+        "                #pragma unroll",
+        "                for (int t = 0; t < W; ++t) {",
+        "                    const int j = k * W + t;",
+        *element,
+        "                }",
+        "                dst[i] = q;",
+        "            }",
+        "        }",
+        "    }",
+        "}",
+        "",
+    ]
+
+
+#: blocks of a row kernel's launch at most; each strides over the rows past the grid
+ROW_GRID_CAP = 1 << 20
+_WARP_ROWS_PER_BLOCK = 4   # rows (warps) a block of a warp-per-row kernel runs
+
+
+def row_grid(plan: tuple[bool, int, int, int], rows: int) -> tuple[int, int]:
+    """``(blocks, threads)`` that launch :func:`row_plan`'s kernel ``plan`` over ``rows`` rows:
+    a warp a row and four rows a block, or a block of the plan's threads a row."""
+    if plan[0]:
+        return min(-(-rows // _WARP_ROWS_PER_BLOCK), ROW_GRID_CAP), 32 * _WARP_ROWS_PER_BLOCK
+    return min(rows, ROW_GRID_CAP), plan[3]
+
+
 def softmax_rows_name(dtype, log: bool, warp: bool, width: int, vectors: int) -> str:
     """The ``extern "C"`` name of :func:`softmax_rows_source`'s kernel."""
     kind = "log_softmax" if log else "softmax"
@@ -704,21 +746,5 @@ def softmax_rows_source(dtype, log: bool, warp: bool, width: int, vectors: int) 
         "        }",
         f"        s = {reduce_sum};",
         finish,
-        "        tp_vec* dst = reinterpret_cast<tp_vec*>(y + r * length);",
-        "        #pragma unroll",
-        "        for (int k = 0; k < K; ++k) {",
-        "            const int i = k * nthreads + tid;",
-        "            if (i < n) {",
-        "                tp_vec q;",
-        "                #pragma unroll",
-        "                for (int t = 0; t < W; ++t) {",
-        "                    const int j = k * W + t;",
-        f"                    q.s[t] = {_store(dtype, dtype, result)};",
-        "                }",
-        "                dst[i] = q;",
-        "            }",
-        "        }",
-        "    }",
-        "}",
-        "",
+        *row_stores([], [f"                    q.s[t] = {_store(dtype, dtype, result)};"]),
     ])

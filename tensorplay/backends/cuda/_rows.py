@@ -29,8 +29,6 @@ __all__ = ["layer_norm", "LAYER_NORM_DTYPES"]
 _BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which tensorplay imports first
 _F32 = np.dtype(np.float32)
 LAYER_NORM_DTYPES = frozenset((np.dtype(np.float16), _BF16, _F32, np.dtype(np.float64)))
-_GRID_CAP = 1 << 20   # blocks per layer_norm launch; each strides over the rows past it
-_ROWS_PER_BLOCK = 4   # warps (rows) a block of the warp-per-row kernel runs
 
 
 # -- layer_norm ------------------------------------------------------------------------------
@@ -123,27 +121,14 @@ def _layer_norm_rows_source(dtype: np.dtype, name: str, warp: bool, width: int,
         f"        const {acc} spread = {reduce_sum} / ({acc})length - shift * shift;",
         f"        const {acc} inv = {rsqrt}(fmax(spread, ({acc})0) + ({acc})eps);",
         "        mean += shift;",
-        "        tp_vec* dst = reinterpret_cast<tp_vec*>(y + r * length);",
-        "        #pragma unroll",
-        "        for (int k = 0; k < K; ++k) {",
-        "            const int i = k * nthreads + tid;",
-        "            if (i < n) {",
-        "                tp_vec q, wq, bq;",
-        "                if (w) wq = reinterpret_cast<const tp_vec*>(w)[i];",
-        "                if (b) bq = reinterpret_cast<const tp_vec*>(b)[i];",
-        "                #pragma unroll",
-        "                for (int t = 0; t < W; ++t) {",
-        f"                    {acc} o = (v[k * W + t] - mean) * inv;",
-        f"                    if (w) o *= ({acc}){_source.load_expr(dtype, 'wq.s[t]')};",
-        f"                    if (b) o += ({acc}){_source.load_expr(dtype, 'bq.s[t]')};",
-        f"                    q.s[t] = {_source.store_expr(dtype, 'o')};",
-        "                }",
-        "                dst[i] = q;",
-        "            }",
-        "        }",
-        "    }",
-        "}",
-        "",
+        *_source.row_stores(
+            ["                tp_vec wq, bq;",
+             "                if (w) wq = reinterpret_cast<const tp_vec*>(w)[i];",
+             "                if (b) bq = reinterpret_cast<const tp_vec*>(b)[i];"],
+            [f"                    {acc} o = (v[j] - mean) * inv;",
+             f"                    if (w) o *= ({acc}){_source.load_expr(dtype, 'wq.s[t]')};",
+             f"                    if (b) o += ({acc}){_source.load_expr(dtype, 'bq.s[t]')};",
+             f"                    q.s[t] = {_source.store_expr(dtype, 'o')};"]),
     ])
 
 
@@ -219,8 +204,6 @@ def layer_norm(x, weight, bias, out, eps: float) -> None:
     found[3][6] = eps
     if not plan:
         threads = min(1024, max(32, 1 << ((length + 3) // 4 - 1).bit_length()))
-        packed(min(rows, _GRID_CAP), threads, found[1])
-    elif plan[0]:   # a warp per row, four rows a block
-        packed(min(-(-rows // _ROWS_PER_BLOCK), _GRID_CAP), 32 * _ROWS_PER_BLOCK, found[1])
+        packed(min(rows, _source.ROW_GRID_CAP), threads, found[1])
     else:
-        packed(min(rows, _GRID_CAP), plan[3], found[1])
+        packed(*_source.row_grid(plan, rows), found[1])

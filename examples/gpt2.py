@@ -5,12 +5,15 @@ the token loop.
 - per-token graph: one captured step (with the choice of the next token) replayed per token;
 - compiled per token: the same step through ``tp.compile``, whose fusion folds each product's
   bias, GELU and residual add into the product;
-- whole generation: the prompt and every generated token in ONE replay, the token loop a
-  ``tp.while_loop`` captured into a while node: no host round trip per token.
+- whole generation: the prompt and every generated token in ONE replay: the prompt in one
+  pass (``GPT2.prefill``), then the token loop as a ``tp.while_loop`` captured into a while
+  node: no host round trip per token.
 
 Every mode chooses tokens on the device (argmax, or temperature / top-k sampling from the
 device's generator, which draws fresh numbers on every replay), stops at a length limit or at an
-end-of-text token, and gives the same tokens for the same seed.
+end-of-text token, and gives the same tokens for the same seed as the eager loop that feeds the
+prompt the same way (``generate_eager(..., prefill=True)`` for the whole generation: each way
+draws its random numbers at different steps).
 
 Weights: a Hugging Face GPT-2 ``model.safetensors`` by its tensor names (``wte.weight``,
 ``h.0.attn.c_attn.weight`` ... with their Conv1D ``(in, out)`` layout; a ``transformer.``
@@ -231,14 +234,26 @@ class Generation:
         self.last = tp.tensor([self.limit], device=device)
         self.eos_token = tp.tensor([-1 if eos is None else eos], device=device)
 
-    def advance(self, pos: tp.Tensor) -> tp.Tensor:
+    def prefill(self) -> tp.Tensor:
+        """Feed the whole prompt in one pass and write the chosen token after it (at
+        ``prompt_length``); return that token. The loop then goes on from ``prompt_length``
+        with ``advance(pos, prompt=False)``."""
+        logits = self.model.prefill(self.tokens[:self.prompt_length])
+        token = choose(logits, self.temperature, self.top_k)
+        self.tokens.index_copy_(0, self.prompt_end, token)
+        return token
+
+    def advance(self, pos: tp.Tensor, prompt: bool = True) -> tp.Tensor:
         """Feed the token at ``pos``, write the next one at ``pos + 1`` (the prompt's while it
-        lasts, else the chosen one); return the token written."""
+        lasts, else the chosen one); return the token written. ``prompt=False`` (the prompt
+        was fed by :meth:`prefill`) writes the chosen one without looking: three kernels
+        fewer in a captured step."""
         logits = self.model.step(self.tokens.index_select(0, pos), pos)
-        chosen = choose(logits, self.temperature, self.top_k)
+        token = choose(logits, self.temperature, self.top_k)
         following = pos + 1
-        token = tp.where(following < self.prompt_end, self.tokens.index_select(0, following),
-                         chosen)
+        if prompt:
+            token = tp.where(following < self.prompt_end, self.tokens.index_select(0, following),
+                             token)
         self.tokens.index_copy_(0, following, token)
         return token
 
@@ -251,21 +266,37 @@ class Generation:
         generated = (pos + 1) >= self.prompt_end
         return (pos >= self.last) | ((token == self.eos_token) & generated)
 
+    def running(self, pos: tp.Tensor, token: tp.Tensor) -> tp.Tensor:
+        """``not finished(pos, token)``, computed as such (a while loop's flag: one kernel
+        fewer than negating :meth:`finished`)."""
+        if self.eos is None:
+            return pos < self.last
+        generated = (pos + 1) >= self.prompt_end
+        return (pos < self.last) & ((token != self.eos_token) | generated.logical_not())
+
     def result(self, pos: int) -> list[int]:
         """The generated tokens, read once on the host."""
         return self.tokens[self.prompt_length:pos + 2].tolist()
 
 
-def generate_eager(model: GPT2, prompt, max_new: int, **options) -> list[int]:
+def generate_eager(model: GPT2, prompt, max_new: int, prefill: bool = False,
+                   **options) -> list[int]:
     """One Python iteration per token; the token stays on the device, but the end-of-text
-    check (with ``eos``) reads each chosen token on the host."""
+    check (with ``eos``) reads each chosen token on the host. The prompt is fed one token at a
+    time, or in one pass with ``prefill=True`` (as :class:`WholeGeneration` feeds it)."""
     model.reset()
     state = Generation(model, prompt, max_new, **options)
-    for position in range(state.limit + 1):
+    eos = options.get("eos")
+    start = 0
+    if prefill:
+        start = state.prompt_length
+        first = state.prefill()
+        if eos is not None and first.item() == eos:
+            return state.result(start - 1)
+    for position in range(start, state.limit + 1):
         pos = tp.tensor([position], device=model.device)
-        token = state.advance(pos)
-        if options.get("eos") is not None and position + 1 >= state.prompt_length and \
-                token.item() == options["eos"]:
+        token = state.advance(pos, prompt=not prefill)
+        if eos is not None and position + 1 >= state.prompt_length and token.item() == eos:
             return state.result(position)
     return state.result(state.limit)
 
@@ -325,23 +356,25 @@ class CompiledPerToken:
 
 
 class WholeGeneration:
-    """The prompt and every generated token in one replay: the token loop is a
-    ``tp.while_loop`` captured into a while node."""
+    """The prompt and every generated token in one replay: the prompt in one pass
+    (:meth:`Generation.prefill`), then the token loop as a ``tp.while_loop`` captured into a
+    while node, whose flag the loop's body computes (so the node reads it directly)."""
 
     def __init__(self, model: GPT2, prompt, max_new: int, **options):
         self.model = model
         self.state = state = Generation(model, prompt, max_new, **options)
-        state.advance(state.pos)   # warm-up, outside the capture
+        state.prefill()   # warm-up: plans, kernels and the allocator, outside the capture
+        state.advance(state.prompt_end, prompt=False)
 
-        def body(pos, done):
-            token = state.advance(pos)
-            return pos + 1, state.finished(pos, token)
-        start = tp.zeros(1, dtype=tp.int64, device=model.device)
-        not_done = tp.zeros(1, dtype=tp.bool, device=model.device)
+        def body(pos, running):
+            token = state.advance(pos, prompt=False)
+            return pos + 1, state.running(pos, token)
         self.graph = tp.accelerator.Graph()
         with self.graph:
-            self.final_pos, _ = tp.while_loop(lambda pos, done: done.logical_not(), body,
-                                              (start, not_done))
+            first = state.prefill()
+            running = state.running(state.prompt_end - 1, first)
+            self.final_pos, _ = tp.while_loop(lambda pos, running: running, body,
+                                              (state.prompt_end, running))
 
     def generate(self) -> list[int]:
         self.model.reset()

@@ -80,6 +80,17 @@ def model_on(device, weights):
 def test_eager_greedy_tokens_match_numpy(device, weights):
     expected = reference_tokens(weights, PROMPT, 10)
     assert gpt2.generate_eager(model_on(device, weights), PROMPT, 10) == expected
+    assert gpt2.generate_eager(model_on(device, weights), PROMPT, 10, prefill=True) == expected
+
+
+def test_one_new_token_after_a_prefilled_prompt(device, weights):
+    expected = reference_tokens(weights, PROMPT, 1)
+    model = model_on(device, weights)
+    assert gpt2.generate_eager(model, PROMPT, 1, prefill=True) == expected
+    assert gpt2.generate_eager(model, PROMPT[:1], 3, prefill=True) == \
+        reference_tokens(weights, PROMPT[:1], 3)
+    if tp.device(device).type != "cpu":
+        assert gpt2.WholeGeneration(model, PROMPT, 1).generate() == expected
 
 
 def test_prefill_then_decode_gives_the_reference_tokens(device, weights):
@@ -135,12 +146,16 @@ def test_sampling_after_manual_seed_is_the_same_in_every_mode(dev, weights):
     per_token = gpt2.PerTokenGraph(model, PROMPT, 12, **options)
     whole = gpt2.WholeGeneration(model, PROMPT, 12, **options)
     results = []
+    # the whole generation feeds the prompt in one pass, as the eager loop with prefill=True:
+    # one draw for the prompt instead of one per prompt token
     for run in (lambda: gpt2.generate_eager(model, PROMPT, 12, **options), per_token.generate,
+                lambda: gpt2.generate_eager(model, PROMPT, 12, prefill=True, **options),
                 whole.generate):
         tp.manual_seed(123)
         results.append(run())
-    assert results[0] == results[1] == results[2]
-    assert len(set(results[0])) > 1
+    assert results[0] == results[1]
+    assert results[2] == results[3]
+    assert len(set(results[0])) > 1 and len(set(results[2])) > 1
 
 
 def test_a_stop_token_ends_the_generation(device, weights):
@@ -149,9 +164,13 @@ def test_a_stop_token_ends_the_generation(device, weights):
     stop = greedy.index(eos) + 1
     model = model_on(device, weights)
     assert gpt2.generate_eager(model, PROMPT, 10, eos=eos) == greedy[:stop]
+    assert gpt2.generate_eager(model, PROMPT, 10, eos=eos, prefill=True) == greedy[:stop]
+    first = greedy[0]   # the token the prefill chooses stops at once
+    assert gpt2.generate_eager(model, PROMPT, 10, eos=first, prefill=True) == [first]
     if tp.device(device).type != "cpu":
         assert gpt2.PerTokenGraph(model, PROMPT, 10, eos=eos).generate() == greedy[:stop]
         assert gpt2.WholeGeneration(model, PROMPT, 10, eos=eos).generate() == greedy[:stop]
+        assert gpt2.WholeGeneration(model, PROMPT, 10, eos=first).generate() == [first]
 
 
 def test_a_prompt_longer_than_the_cache_raises_before_any_capture(device, weights):

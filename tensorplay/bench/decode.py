@@ -5,10 +5,11 @@ random weights, in microseconds per token; and the forward of a 512-token prompt
 tensorplay runs ``examples/gpt2.py`` (the model a user reads; the bench loads it from the
 checkout, and skips these rows where there is none): eager with the token read on the host
 each step (as torch eager), one captured step replayed per token, and the whole generation in
-one replay (the token loop a captured ``while_loop``). The peers: torch eager, torch's CUDA
-graph per token (static cache, gpt-fast style), ``torch.compile(mode="reduce-overhead")``, JAX
-``jit`` per token and JAX's whole generation in one ``lax.while_loop``. Each row's note gives
-the graph nodes per token of a captured step where there is one."""
+one replay (the prompt in one prefill pass, then the token loop a captured ``while_loop``).
+The peers: torch eager, torch's CUDA graph per token (static cache, gpt-fast style),
+``torch.compile(mode="reduce-overhead")``, JAX ``jit`` per token and JAX's whole generation in
+one ``lax.while_loop``. Each row's note gives the graph nodes per token of a captured step where
+there is one."""
 
 from __future__ import annotations
 
@@ -138,7 +139,8 @@ def _graph_rows(gpt2, model, prompt, prompt_length: int, new: int, case: str, sy
              lambda: f"fused: {compiled.step.fused_products} products; "
                      f"{_compiled_nodes(compiled.step)} graph nodes per token"),
             ("tensorplay whole generation in one replay", whole, new,
-             lambda: "prompt and generation in one while node; time / generated tokens")):
+             lambda: "one replay: the prompt in one prefill pass, then the tokens in one "
+                     "while node; time / generated tokens")):
         runner.generate()
         yield {"case": case, "impl": impl,
                "us": time_per_call(runner.generate, sync, 1, 3, 0) / tokens, "note": note()}

@@ -492,8 +492,9 @@ def test_decode_case_rows_on_the_accelerator_with_kernel_counts():
         assert impls == ["tensorplay eager (host argmax per token)", "tensorplay Graph per token",
                          "tensorplay tp.compile per token",
                          "tensorplay whole generation in one replay", "tensorplay eager",
-                         "tensorplay prefill in one Graph"]
+                         "tensorplay prefill in one Graph", "tensorplay tp.compile prefill"]
         assert re.search(r"\d+ graph nodes per token", rows[1]["note"])
+        assert re.search(r"fused: [1-9]\d* products; \d+ graph nodes", rows[-1]["note"])
     else:
         assert impls == ["tensorplay eager (host argmax per token)", "tensorplay eager"]
     assert all(row["us"] > 0 for row in rows if row["impl"].startswith("tensorplay"))

@@ -116,6 +116,13 @@ def decode_case(device: str, small: bool):
             yield {"case": prefill_case, "impl": "tensorplay prefill in one Graph",
                    "us": time_per_call(graph.replay, sync, 1, 5, 0),
                    "note": "the same 512 tokens: the whole forward replayed"}
+            compiled = tp.compile(model.prefill)
+            compiled(tokens)
+            compiled(tokens)
+            yield {"case": prefill_case, "impl": "tensorplay tp.compile prefill",
+                   "us": time_per_call(lambda: compiled(tokens), sync, 1, 5, 0),
+                   "note": f"fused: {compiled.fused_products} products; "
+                           f"{_compiled_nodes(compiled)} graph nodes"}
     torch = peers._torch_cuda()
     if torch is not None and not small:
         yield from _guarded(_torch_rows(torch, weights, config, prompt, case, prefill_case),
@@ -227,19 +234,24 @@ def _torch_model(torch, weights, config, device: str = "cuda", dtype=None):
 
 def torch_step_graph(torch, step, token, pos):
     """``(graph, chosen)``: torch's decode ``step`` (from :func:`_torch_model`) and the argmax
-    of its logits captured in one CUDA graph over the buffers ``token`` and ``pos``, after the
-    warm-up on a side stream that torch's capture needs (gpt-fast's recipe)."""
+    of its logits captured in one CUDA graph over the buffers ``token`` and ``pos``."""
+    return _torch_graph(torch, lambda: step(token, pos).argmax(-1))
+
+
+def _torch_graph(torch, fn):
+    """``(graph, result)``: ``fn()`` captured in one CUDA graph, after the warm-up on a side
+    stream that torch's capture needs (gpt-fast's recipe)."""
     with torch.no_grad():
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(3):
-                step(token, pos)
+                fn()
         torch.cuda.current_stream().wait_stream(side)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
-            chosen = step(token, pos).argmax(-1)
-    return graph, chosen
+            result = fn()
+    return graph, result
 
 
 def _torch_rows(torch, weights, config, prompt, case, prefill_case):
@@ -299,6 +311,10 @@ def _torch_rows(torch, weights, config, prompt, case, prefill_case):
         prefill(tokens)
         yield {"case": prefill_case, "impl": "torch eager (SDPA, flash attention)",
                "us": time_per_call(lambda: prefill(tokens), sync, 1, 3, 0)}
+    graph, _ = _torch_graph(torch, lambda: prefill(tokens))
+    graph.replay()
+    yield {"case": prefill_case, "impl": "torch prefill in one CUDAGraph",
+           "us": time_per_call(graph.replay, sync, 1, 5, 0)}
 
 
 def _jax_rows(weights, config, prompt, case):

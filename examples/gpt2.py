@@ -177,9 +177,9 @@ class GPT2:
         for i, layer in enumerate(self.layers):
             h = F.layer_norm(x, (d,), layer["ln_1.weight"], layer["ln_1.bias"])
             qkv = tp.addmm(layer["attn.c_attn.bias"], h, layer["attn.c_attn.weight"])
-            q, k, v = qkv.view(length, 3, heads, head_dim).permute(1, 2, 0, 3).unbind(0)
-            self.keys[i][0, :, :length] = k
-            self.values[i][0, :, :length] = v
+            parts = qkv.view(length, 3, heads, head_dim).permute(1, 2, 0, 3)
+            self.layer_cache[i][:, 0, :, :length] = parts[1:]   # keys and values: one copy
+            q, k, v = parts.unbind(0)
             attended = F.scaled_dot_product_attention(q.unsqueeze(0), k.unsqueeze(0),
                                                       v.unsqueeze(0), is_causal=True)
             x = x + tp.addmm(layer["attn.c_proj.bias"],

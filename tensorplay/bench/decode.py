@@ -21,6 +21,7 @@ import re
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -116,7 +117,7 @@ def decode_case(device: str, small: bool):
             yield {"case": prefill_case, "impl": "tensorplay prefill in one Graph",
                    "us": time_per_call(graph.replay, sync, 1, 5, 0),
                    "note": "the same 512 tokens: the whole forward replayed"}
-            compiled = tp.compile(model.prefill)
+            compiled: Any = tp.compile(model.prefill)   # a CompiledFunction
             compiled(tokens)
             compiled(tokens)
             yield {"case": prefill_case, "impl": "tensorplay tp.compile prefill",

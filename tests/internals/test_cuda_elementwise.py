@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import re
 from pathlib import Path
 
 import ml_dtypes
@@ -62,6 +63,7 @@ def test_supported_combinations(op, compute):
         assert f'extern "C" __global__ void {name}(' in source
         assert "#include" not in source   # no toolkit headers: NVRTC needs none of them
         assert "i += stride" in source and "tp_i64 i =" in source   # 64-bit grid-stride loop
+        assert "w += stride" in source   # and its vector form
 
 
 @pytest.mark.parametrize("op, expression", [
@@ -148,6 +150,143 @@ def test_a_row_operand_is_read_modulo_its_size():
     assert "const float* __restrict__ p1, const tp_i64 m1" in source
     assert "p1[i % m1]" in source and "p0[i]" in source
     assert src.kernel_source("add", F32, "ax", F32) is None
+
+
+# -- the vector path -----------------------------------------------------------------------------
+_TAGS = {F16: "u16", BF16: "u16", F32: "f32", F64: "f64", I32: "i32", I64: "i64", BOOL: "b8"}
+
+
+@pytest.mark.parametrize("steps, compute, kinds, out, width", [
+    ("add", BF16, "aa", BF16, 8), ("gelu", F16, "a", F16, 8), ("add", F32, "aa", F32, 4),
+    ("add", F64, "aa", F64, 2), ("add", I32, "aa", I32, 4), ("add", I64, "as", I64, 2),
+    ("logical_and", BOOL, "aa", BOOL, 16),
+    ("lt", F32, "aa", BOOL, 4),          # a bool output: V bytes a store
+    ("lt", BF16, "aa", BOOL, 8),
+    ("add", F32, "aa", BF16, 4),         # the widest of the operands and the output
+    ("add", I32, "aa", I64, 2),
+    ("where", F32, "aaa", F32, 4),       # the bool condition counts with its one byte
+    ("where", BF16, "aaa", BF16, 8), ("where", F64, "aaa", F64, 2),
+    ("where", F64, "ass", F32, 4),       # ... and only arrays count: here the condition and out
+    ("where", BOOL, "ass", BOOL, 16),
+    ("add", F64, "rs", F32, 4), ("neg", F64, "s", F64, 2),   # rows and scalars do not count
+    ("add", F64, "ar", F32, 2),
+    ((("where", (1, 0, 2)),), F32, "aas", F32, 4),   # a chain's condition, by its place
+    ((("sub", (0, 1)), ("where", (2, -1, 0))), F64, "aaa", F64, 2),
+    ((("mul", (0, 1)), ("where", (2, -1, 3))), F64, "ssas", F32, 4),
+])
+def test_program_width_is_16_bytes_over_the_widest_array(steps, compute, kinds, out, width):
+    assert src.program_width(steps, compute, kinds, out) == width
+    if isinstance(steps, str):
+        source = src.kernel_source(steps, compute, kinds, out)
+    else:
+        source = src.program_source(steps, compute, kinds, out)
+    assert f"constexpr int V = {width};" in source
+    assert f"tp_vec_{_TAGS[np.dtype(out)]} {{ {src.storage_type(out)} s[{width}]; }};" in source
+    assert f"alignas({np.dtype(out).itemsize * width})" in source
+
+
+def _guard_masks(guard: str) -> dict[str, int]:
+    """Each pointer of the alignment guard -> the low bits it must have clear."""
+    masks = {}
+    pattern = r"\(\((\(unsigned long long\)\w+(?: \| \(unsigned long long\)\w+)*)\) & (\d+)ull\)"
+    for pointers, mask in re.findall(pattern, guard):
+        for pointer in pointers.split(" | "):
+            masks[pointer.removeprefix("(unsigned long long)")] = int(mask)
+    return masks
+
+
+def _loops(source: str) -> tuple[str, str, str]:
+    """The alignment guard's line, the vector loop and the one-element loop of a kernel."""
+    rest = source.split("    tp_i64 tail = 0;", 1)[1]
+    guard, rest = rest.split("\n    if (", 1)[1].split("\n", 1)
+    vector, scalar = rest.split("    for (tp_i64 i = tail + first; i < n; i += stride) {")
+    return guard, vector, scalar
+
+
+def test_bfloat16_add_is_one_16_byte_access_per_operand():
+    source = src.kernel_source("add", BF16, "aa", BF16)
+    guard, vector, scalar = _loops(source)
+    assert "struct alignas(16) tp_vec_u16 { unsigned short s[8]; };" in source
+    assert guard == ("((((unsigned long long)p0 | (unsigned long long)p1 | "
+                     "(unsigned long long)out) & 15ull)) == 0ull) {")
+    assert "const tp_vec_u16 q0 = reinterpret_cast<const tp_vec_u16*>(p0)[w];" in vector
+    assert "const tp_vec_u16 q1 = reinterpret_cast<const tp_vec_u16*>(p1)[w];" in vector
+    assert "reinterpret_cast<tp_vec_u16*>(out)[w] = qo;" in vector
+    assert "const tp_i64 vectors = n / V;" in vector and "tail = vectors * V;" in vector
+    assert "for (tp_i64 w = first; w < vectors; w += stride) {" in vector
+    assert "#pragma unroll" in vector and "for (int t = 0; t < V; ++t) {" in vector
+    assert "const float a = tp_ld_bf16(q0.s[t]);" in vector
+    assert "qo.s[t] = tp_st_bf16((float)(r));" in vector
+    # the tail, and every element when some array is off its vector width: one at a time
+    assert source.index("tp_i64 tail = 0;") < source.index("(unsigned long long)p0")
+    assert "const float a = tp_ld_bf16(p0[i]);" in scalar and "out[i] = tp_st_bf16" in scalar
+    assert "[w]" not in scalar
+
+
+def test_where_loads_its_bool_condition_as_narrower_vectors():
+    source = src.kernel_source("where", F32, "aaa", F32)
+    guard, vector, _ = _loops(source)
+    assert "struct alignas(4) tp_vec_b8 { bool s[4]; };" in source
+    assert "struct alignas(16) tp_vec_f32 { float s[4]; };" in source
+    assert guard == ("((((unsigned long long)p0) & 3ull) | (((unsigned long long)p1 | "
+                     "(unsigned long long)p2 | (unsigned long long)out) & 15ull)) == 0ull) {")
+    assert "const bool c = q0.s[t];" in vector and "const float b = q2.s[t];" in vector
+    bf16 = src.kernel_source("where", BF16, "aas", BF16)
+    assert "struct alignas(8) tp_vec_b8 { bool s[8]; };" in bf16
+    assert "(unsigned long long)p0) & 7ull)" in bf16
+
+
+def test_rows_and_scalars_keep_their_reads_in_the_vector_loop():
+    source = src.kernel_source("add", BF16, "ar", BF16)
+    guard, vector, scalar = _loops(source)
+    assert "p1" not in guard   # a row is read element by element: no alignment asked of it
+    assert "tp_i64 j1 = w * V % m1;" in vector   # one division a vector, then counted along
+    assert "const float b = tp_ld_bf16(p1[j1]);" in vector and "if (++j1 == m1) j1 = 0;" in vector
+    assert "p1[i % m1]" in scalar
+    scalar_source = src.kernel_source("mul", F16, "sa", F16)
+    guard, vector, _ = _loops(scalar_source)
+    assert "v0" not in guard and "v0" not in vector   # converted once, before both loops
+    assert "const float b = tp_ld_f16(q1.s[t]);" in vector
+
+
+@pytest.mark.parametrize("compute", DTYPES, ids=lambda d: d.name)
+@pytest.mark.parametrize("op", src.OPS)
+def test_both_loops_compute_every_element_alike(op, compute):
+    """Only the memory access differs between the vector loop and the one-element loop: the
+    same expression lines and the same store conversion, every array in the guard at the
+    width of its own dtype."""
+    kinds = {1: "a", 2: "ar", 3: "aas"}[src.arity(op)]
+    out = src.result_dtype(op, compute)
+    source = src.kernel_source(op, compute, kinds, out)
+    if source is None:
+        return
+    width = src.program_width(op, compute, kinds, out)
+    guard, vector, scalar = _loops(source)
+    vector_lines = [line.strip() for line in vector.splitlines()]
+    scalar_lines = [line.strip() for line in scalar.splitlines()]
+    expression = next(line for line in scalar_lines if line.startswith("const ") and " r = " in
+                      line)
+    assert expression in vector_lines
+    store = next(line for line in scalar_lines if line.startswith("out[i] = "))
+    assert "qo.s[t] = " + store.removeprefix("out[i] = ") in vector_lines
+    masks = {"out": out.itemsize * width - 1}   # the "a" operands and out; no row, no scalar
+    if op == "where":
+        masks.update(p0=BOOL.itemsize * width - 1, p1=compute.itemsize * width - 1)
+    else:
+        masks["p0"] = compute.itemsize * width - 1
+    assert _guard_masks(guard) == masks
+    assert guard.endswith(") == 0ull) {")
+
+
+def test_a_chain_takes_the_vector_path_too():
+    steps = (("mul", (0, 1)), ("add", (-1, 2)), ("gelu", (-1,)))
+    source = src.program_source(steps, BF16, "ars", BF16)
+    guard, vector, scalar = _loops(source)
+    assert "constexpr int V = 8;" in source and "(unsigned long long)p0" in guard
+    for j in range(3):
+        line = next(line.strip() for line in scalar.splitlines() if f"r{j}; {{" in line)
+        assert line in [v.strip() for v in vector.splitlines()]
+    assert "qo.s[t] = tp_st_bf16((float)(r2));" in vector
 
 
 @pytest.mark.parametrize("compute, out, accumulator", [
@@ -378,6 +517,160 @@ def test_gpu_bool_scalar_is_packed(ew):
     np.testing.assert_array_equal(cupy.asnumpy(out), x)
     ew.elementwise_kernel("logical_and", BOOL, "sa", BOOL)(np.bool_(False), cupy.asarray(x), out)
     np.testing.assert_array_equal(cupy.asnumpy(out), [False] * 4)
+
+
+def _on_device(x: np.ndarray, offset: int = 0):
+    """A CuPy copy of ``x`` starting ``offset`` elements into its own allocation (CuPy's
+    allocations are 256-byte aligned: offset 1 is off every vector width); bfloat16 as its bits
+    (CuPy has no bfloat16; the kernels take pointers)."""
+    import cupy
+
+    bits = x.view(np.uint16) if x.dtype == BF16 else x
+    whole = cupy.empty(bits.size + offset, bits.dtype)
+    placed = whole[offset:].reshape(bits.shape)
+    placed[...] = cupy.asarray(bits)
+    return placed
+
+
+def _from_device(array, dtype: np.dtype) -> np.ndarray:
+    import cupy
+
+    host = cupy.asnumpy(array)
+    return host.view(BF16) if dtype == BF16 else host
+
+
+def _same(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal bit for bit (16-bit floats compared as their bits: the kernels round once, as
+    NumPy's float32 -> float16/bfloat16 conversion does)."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if got.dtype in (F16, BF16):
+        got, want = got.view(np.uint16), want.view(np.uint16)
+    np.testing.assert_array_equal(got, want)
+
+
+def _wide(dtype: np.dtype) -> np.dtype:
+    return F32 if dtype in (F16, BF16) else dtype
+
+
+# each array of the launch in turn off its vector width, then all of them
+_OFFSETS = [(0, 0, 0), (1, 0, 0), (0, 1, 0), (0, 0, 1), (1, 1, 1)]
+
+
+@pytest.mark.parametrize("n", [1, 7, 8, 9, 17, 1003, 4099])
+@pytest.mark.parametrize("dtype", [F16, BF16, F32, F64, I32, I64], ids=lambda d: d.name)
+def test_gpu_vector_path_any_length_and_alignment(ew, dtype, n):
+    """``V`` elements a thread (8 for 16-bit floats, 4 for 32-bit, 2 for 64-bit) when every
+    array is on its vector width, one element a thread otherwise and for the last ``n % V``:
+    the same results for every length and every misaligned view."""
+    x, y = _random((n,), dtype), _random((n,), dtype, 1)
+    wide = _wide(dtype)
+    launch = ew.elementwise_kernel("add", dtype, "aa", dtype)
+    for offsets in _OFFSETS:
+        out = _on_device(np.zeros(n, dtype), offsets[2])
+        launch(_on_device(x, offsets[0]), _on_device(y, offsets[1]), out)
+        _same(_from_device(out, dtype), (x.astype(wide) + y.astype(wide)).astype(dtype))
+    neg = ew.elementwise_kernel("neg", dtype, "a", dtype)
+    for offset in (0, 1):
+        out = _on_device(np.zeros(n, dtype), offset)
+        neg(_on_device(x, offset), out)
+        _same(_from_device(out, dtype), (-x.astype(wide)).astype(dtype))
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (7, 8), (3, 768), (2, 1001), (4, 1)])
+@pytest.mark.parametrize("dtype", [BF16, F32, F64, I64], ids=lambda d: d.name)
+def test_gpu_vector_path_with_a_row_and_a_scalar(ew, dtype, shape):
+    """A row (read at ``i % m``, counted along within a vector) and a scalar beside vector
+    loads, rows shorter than, equal to and longer than a vector, aligned and not."""
+    x, row = _random(shape, dtype), _random(shape[-1:], dtype, 1)
+    s = np.asarray(2.5 if dtype in (F16, BF16, F32, F64) else 3, dtype)[()]
+    wide = _wide(dtype)
+    xw, rw, sw = x.astype(wide), row.astype(wide), np.asarray(s).astype(wide)
+    cases = [("add", "ar", (x, row), xw + rw), ("sub", "ra", (row, x), rw - xw),
+             ("mul", "as", (x, s), xw * sw), ("sub", "sa", (s, x), sw - xw)]
+    for op, kinds, operands, want in cases:
+        launch = ew.elementwise_kernel(op, dtype, kinds, dtype)
+        for offset in (0, 1):
+            out = _on_device(np.zeros(shape, dtype), offset)
+            args = [_on_device(v, offset) if k != "s" else v for k, v in zip(kinds, operands)]
+            launch(*args, out)
+            _same(_from_device(out, dtype), want.astype(dtype))
+
+
+@pytest.mark.parametrize("n", [3, 8, 13, 1003])
+@pytest.mark.parametrize("dtype", [F16, BF16, F32, F64, I32], ids=lambda d: d.name)
+def test_gpu_where_loads_its_bool_condition_narrower(ew, dtype, n):
+    """``where``'s bool condition is loaded ``V`` bytes at a time beside the values' ``V``
+    elements; a condition one byte off its width (or a value off its own) takes the
+    one-element loop. Also the bool output of a comparison, stored ``V`` bytes at a time."""
+    x, y = _random((n,), dtype), _random((n,), dtype, 1)
+    cond = _random((n,), F32, 2) > 0
+    launch = ew.elementwise_kernel("where", dtype, "aaa", dtype)
+    for offsets in [(0, 0, 0, 0), (1, 0, 0, 0), (0, 1, 0, 0), (0, 0, 1, 0), (0, 0, 0, 1),
+                    (1, 1, 1, 1)]:
+        out = _on_device(np.zeros(n, dtype), offsets[3])
+        launch(_on_device(cond, offsets[0]), _on_device(x, offsets[1]),
+               _on_device(y, offsets[2]), out)
+        _same(_from_device(out, dtype), np.where(cond, x, y))
+    scalar = ew.elementwise_kernel("where", dtype, "ass", dtype)
+    s, t = np.asarray(1, dtype)[()], np.asarray(-2, dtype)[()]
+    for offset in (0, 1):
+        out = _on_device(np.zeros(n, dtype), offset)
+        scalar(_on_device(cond, offset), s, t, out)
+        _same(_from_device(out, dtype), np.where(cond, s, t).astype(dtype))
+    less = ew.elementwise_kernel("lt", dtype, "aa", BOOL)
+    wide = _wide(dtype)
+    for offset in (0, 1):
+        flags = _on_device(np.zeros(n, BOOL), offset)
+        less(_on_device(x), _on_device(y, offset), flags)
+        _same(_from_device(flags, BOOL), x.astype(wide) < y.astype(wide))
+
+
+@pytest.mark.parametrize("dtype", [BF16, F32, F64], ids=lambda d: d.name)
+def test_gpu_mixed_store_and_chain_take_the_vector_path(ew, dtype):
+    """A float32 compute stored into bfloat16 (V from the wider operands), and a fused chain
+    (``elementwise_program``) with a row and a scalar, over lengths around a vector."""
+    steps = (("add", (0, 1)), ("maximum", (-1, 2)), ("neg", (-1,)))
+    chain = ew.elementwise_program(steps, dtype, "ars", dtype)
+    wide = _wide(dtype)
+    for rows, m in [(1, 5), (3, 8), (9, 17)]:
+        x, row = _random((rows, m), dtype), _random((m,), dtype, 1)
+        floor = np.asarray(-1, dtype)[()]
+        lower = np.asarray(floor).astype(wide)
+        want = (-np.maximum(x.astype(wide) + row.astype(wide), lower)).astype(dtype)
+        for offset in (0, 1):
+            out = _on_device(np.zeros((rows, m), dtype), offset)
+            chain(_on_device(x, offset), _on_device(row), floor, out)
+            _same(_from_device(out, dtype), want)
+    if dtype == F32:
+        into = ew.elementwise_kernel("add", F32, "aa", BF16)
+        x, y = _random((1003,), F32), _random((1003,), F32, 1)
+        for offset in (0, 1):
+            out = _on_device(np.zeros(1003, BF16), offset)
+            into(_on_device(x), _on_device(y, offset), out)
+            _same(_from_device(out, BF16), (x + y).astype(BF16))
+
+
+def test_gpu_launch_grid_follows_the_kernel_width(ew):
+    """Blocks for ``ceil(n / V)`` threads (capped), one cached dict per width; a length past
+    the cap strides over the rest."""
+    import cupy
+
+    block, cap = ew.BLOCK, ew.GRID_CAP
+    for dtype, width in [(BF16, 8), (F32, 4), (F64, 2)]:
+        assert src.program_width("add", dtype, "aa", dtype) == width
+        n = 3 * block * width + 1
+        x = _random((n,), dtype)
+        ew.elementwise_kernel("add", dtype, "aa", dtype)(_on_device(x), _on_device(x),
+                                                         _on_device(np.zeros(n, dtype)))
+        assert ew._grids[width][n] == 4
+    get, fill = ew._grid_functions(4)
+    assert fill(0) == 0 and fill(1) == 1 and fill(4 * block) == 1 and fill(4 * block + 1) == 2
+    assert fill(4 * block * cap * 3) == cap and get(4 * block + 1) == 2
+    n = 4 * block * cap + 4 * 37 + 3   # past the cap: the grid-stride loop covers the rest
+    x = cupy.arange(n, dtype=F32)
+    out = cupy.empty(n, F32)
+    ew.elementwise_kernel("add", F32, "aa", F32)(x, x, out)
+    assert bool((out == 2 * x).all())
 
 
 def _softmax_reference(x: np.ndarray, axis: int, log: bool) -> np.ndarray:

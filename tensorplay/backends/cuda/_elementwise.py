@@ -8,8 +8,9 @@ along the leading dimensions, or scalars) through ``cuLaunchKernel`` with packed
 
 - :func:`elementwise_kernel` gives a launcher per ``(op, compute, kinds, out)``: one kernel
   (source from ``_elementwise_source.py``, where the semantics are written down) over a
-  grid-stride loop; the launcher does one dict lookup for the launch geometry of the size,
-  writes its operands' pointers (and scalars) into its parameter slots and launches.
+  grid-stride loop of ``V`` elements a thread (``program_width``); the launcher does one dict
+  lookup for the launch geometry of the size (blocks for ``ceil(n / V)`` threads, one dict per
+  ``V``), writes its operands' pointers (and scalars) into its parameter slots and launches.
 - :func:`sum_kernel` gives a single-block sum for ``n <= SUM_SMALL_LIMIT``.
 
 Both live in ``_kernels``'s one kernel cache. Each kernel is compiled and loaded on the current
@@ -21,6 +22,7 @@ of the current device, which tensorplay binds to its own.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Callable
 from typing import Any
@@ -41,7 +43,8 @@ GRID_CAP = 4096  #: most blocks per launch; the grid-stride loop covers the rest
 _SIZES_CAP = 4096   # launch geometries kept; the cache is cleared past this (sizes are few)
 
 _UNSUPPORTED = "unsupported"   # cached for combinations with no kernel (None means "not made")
-_grids: dict[int, int] = {}   # element count -> blocks of an elementwise launch
+# V (elements a thread takes per vector access) -> element count -> blocks of a launch
+_grids: dict[int, dict[int, int]] = {}
 _sum_threads: dict[int, int] = {}   # element count -> threads of the single-block sum
 _made: dict[Callable, tuple[tuple, Any]] = {}   # launcher -> (warm key, RawKernel), for ensure
 # compute dtype -> the struct letter its scalar parameters are packed with (PackedLaunch);
@@ -51,14 +54,29 @@ _SCALAR_FORMATS = {np.dtype(np.float32): "f", np.dtype(np.float64): "d",
                    np.dtype(np.float16): "H", np.dtype("bfloat16"): "H"}
 
 
-def _grid(n: int) -> int:
-    """Blocks of an elementwise launch over ``n`` elements (cached); 0 for none."""
+def _grid(grids: dict[int, int], width: int, n: int) -> int:
+    """Blocks of a launch over ``n`` elements of a kernel taking ``width`` of them a thread per
+    vector access (enough threads for ``ceil(n / width)`` vectors, at most :data:`GRID_CAP`
+    blocks), cached in ``grids``; 0 for none."""
     if n <= 0:
         return 0
-    if len(_grids) >= _SIZES_CAP:
-        _grids.clear()
-    grid = _grids[n] = min(-(-n // BLOCK), GRID_CAP)
+    if len(grids) >= _SIZES_CAP:
+        grids.clear()
+    vectors = -(-n // width)
+    grid = grids[n] = min(-(-vectors // BLOCK), GRID_CAP)
     return grid
+
+
+def _grid_functions(width: int) -> tuple[Callable[[int], int | None], Callable[[int], int]]:
+    """``(get, fill)`` for the launchers of kernels of ``width`` elements a thread (see
+    ``_elementwise_source.program_width``): ``get(n)`` the cached blocks of a launch over ``n``
+    elements or None, ``fill(n)`` computes and caches them. Every such launcher shares the one
+    dict of its width, and the hot path stays one ``dict.get`` (``fill`` is a
+    ``functools.partial`` of :func:`_grid`: no extra Python frame)."""
+    grids = _grids.get(width)
+    if grids is None:
+        grids = _grids[width] = {}
+    return grids.get, functools.partial(_grid, grids, width)
 
 
 def _sum_block(n: int) -> int:
@@ -88,11 +106,12 @@ def _make(key: tuple, source: str | None, name: str, halves: bool):
     return kernel
 
 
-def _packed_mixed_launcher(kernel, kinds: str, compute: np.dtype) -> Callable:
+def _packed_mixed_launcher(kernel, kinds: str, compute: np.dtype, width: int) -> Callable:
     """The launcher of a kernel over operands of any kinds through one
     :class:`._launch.PackedLaunch`: an ``"a"`` array's pointer, an ``"r"`` row's pointer and
     element count, an ``"s"`` scalar (a NumPy scalar of ``compute``) in its slot's low bytes,
-    float16/bfloat16 ones as their 16 bits; then the output's pointer and the element count."""
+    float16/bfloat16 ones as their 16 bits; then the output's pointer and the element count.
+    ``width``: the kernel's elements a thread per vector access (its grid's size)."""
     scalar_format = _SCALAR_FORMATS[compute]
     itemsize = struct.calcsize(scalar_format)
     halves = compute in _source.HALF_DTYPES
@@ -107,12 +126,12 @@ def _packed_mixed_launcher(kernel, kinds: str, compute: np.dtype) -> Callable:
     operands, out_slot = tuple(layout), slot
     packed = PackedLaunch(kernel, slot + 2, scalar_format=scalar_format)
     buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
-    get = _grids.get
+    get, fill = _grid_functions(width)
     block = BLOCK
     if kinds == "ar":   # ``h + bias``, the common case, without the loop over kinds
         def launch_row(x, row, out):
             n = out.size
-            grid = get(n) or _grid(n)
+            grid = get(n) or fill(n)
             if grid:
                 found = buffers.get(ident()) or buffer()
                 values = found[0]
@@ -127,7 +146,7 @@ def _packed_mixed_launcher(kernel, kinds: str, compute: np.dtype) -> Callable:
     def launch(*args):
         out = args[-1]
         n = out.size
-        grid = get(n) or _grid(n)
+        grid = get(n) or fill(n)
         if grid:
             found = buffers.get(ident()) or buffer()
             values, scalars = found[0], found[3]
@@ -147,19 +166,19 @@ def _packed_mixed_launcher(kernel, kinds: str, compute: np.dtype) -> Callable:
     return launch
 
 
-def _packed_launcher(kernel, count: int) -> Callable:
+def _packed_launcher(kernel, count: int, width: int) -> Callable:
     """The per-arity launcher of an arrays-only kernel (``count`` operands, the output not
     counted) through one :class:`._launch.PackedLaunch`: the operands' pointers, the output's,
-    then the element count."""
+    then the element count. ``width``: the kernel's elements a thread per vector access."""
     packed = PackedLaunch(kernel, count + 2)
     buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
-    get = _grids.get
+    get, fill = _grid_functions(width)
     block = BLOCK
     launch: Callable[..., None]
     if count == 1:
         def launch(x, out):
             n = out.size
-            grid = get(n) or _grid(n)
+            grid = get(n) or fill(n)
             if grid:
                 found = buffers.get(ident()) or buffer()
                 values = found[0]
@@ -170,7 +189,7 @@ def _packed_launcher(kernel, count: int) -> Callable:
     elif count == 2:
         def launch(x, y, out):
             n = out.size
-            grid = get(n) or _grid(n)
+            grid = get(n) or fill(n)
             if grid:
                 found = buffers.get(ident()) or buffer()
                 values = found[0]
@@ -182,7 +201,7 @@ def _packed_launcher(kernel, count: int) -> Callable:
     elif count == 3:
         def launch(c, x, y, out):
             n = out.size
-            grid = get(n) or _grid(n)
+            grid = get(n) or fill(n)
             if grid:
                 found = buffers.get(ident()) or buffer()
                 values = found[0]
@@ -196,7 +215,7 @@ def _packed_launcher(kernel, count: int) -> Callable:
         def launch(*args):
             out = args[-1]
             n = out.size
-            grid = get(n) or _grid(n)
+            grid = get(n) or fill(n)
             if grid:
                 found = buffers.get(ident()) or buffer()
                 values = found[0]
@@ -272,10 +291,12 @@ def _build(op, compute, kinds: str, out):
     kernel = _make(key, source, name, halves)
     if kernel is _UNSUPPORTED:
         return _UNSUPPORTED
+    # the grid follows the kernel's elements a thread, by the rule its source was written with
+    width = _source.program_width(op, compute, kinds, out)
     if set(kinds) == {"a"}:
-        launch = _packed_launcher(kernel, len(kinds))
+        launch = _packed_launcher(kernel, len(kinds), width)
     else:
-        launch = _packed_mixed_launcher(kernel, kinds, compute)
+        launch = _packed_mixed_launcher(kernel, kinds, compute, width)
     # the while-body scan looks at its arguments only (a function attribute mypy cannot type)
     launch.tp_arguments_only = True  # type: ignore[attr-defined]
     _made[launch] = (key, kernel)

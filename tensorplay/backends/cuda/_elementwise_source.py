@@ -16,7 +16,12 @@ What a kernel computes (PyTorch's semantics):
   undefined behaviour in C++); integer division is not generated.
 - ``maximum``/``minimum`` (and ``relu``, which is ``maximum(x, 0)``) propagate NaN, as
   ``torch.maximum`` does.
-- Each kernel is a grid-stride loop over a 64-bit index.
+- Each kernel is a grid-stride loop over a 64-bit index. A thread takes ``V`` consecutive
+  elements per iteration (:func:`program_width`): one aligned 16-byte (or narrower) load per
+  array operand and one store, as a 2-byte-per-thread loop leaves most of the memory bandwidth
+  unused. When some array is not on its vector width (a view may start at any element) the
+  whole kernel runs the one-element loop instead; the last ``n % V`` elements always do.
+  Either way every element is computed by the same expressions and conversions.
 """
 
 from __future__ import annotations
@@ -28,11 +33,11 @@ import ml_dtypes
 import numpy as np
 
 __all__ = ["OPS", "SUM_SMALL_LIMIT", "SUM_NAME", "HALF_DTYPES", "kernel_source", "kernel_name",
-           "unary_expression", "program_source", "program_name", "sum_source", "sum_accumulator",
-           "result_dtype", "arity", "softmax_source", "softmax_name", "HELPERS", "storage_type",
-           "compute_type", "load_expr", "store_expr", "VECTOR_BYTES", "ROW_WARP_LIMIT",
-           "ROW_BLOCK_LIMIT", "ROW_REGISTER_VALUES", "vector_width", "row_plan", "row_grid",
-           "ROW_GRID_CAP", "row_helpers", "row_loop", "row_registers", "row_stores",
+           "unary_expression", "program_source", "program_name", "program_width", "sum_source",
+           "sum_accumulator", "result_dtype", "arity", "softmax_source", "softmax_name",
+           "HELPERS", "storage_type", "compute_type", "load_expr", "store_expr", "VECTOR_BYTES",
+           "ROW_WARP_LIMIT", "ROW_BLOCK_LIMIT", "ROW_REGISTER_VALUES", "vector_width", "row_plan",
+           "row_grid", "ROW_GRID_CAP", "row_helpers", "row_loop", "row_registers", "row_stores",
            "softmax_rows_source", "softmax_rows_name"]
 
 SUM_SMALL_LIMIT = 1 << 16   #: the most elements one single-block sum kernel is given
@@ -286,7 +291,12 @@ def program_source(steps, compute, kinds: str, out, name: str | None = None) -> 
 
     Returns:
         Source defining ``extern "C" __global__ void NAME(externals..., OUT* out, long long
-        n)``: every step computes in registers, only the last result is stored.
+        n)``: every step computes in registers, only the last result is stored. A thread takes
+        :func:`program_width` elements per iteration, one vector load per ``"a"`` operand and
+        one vector store, when every ``"a"`` pointer and ``out`` sit on their vector width in
+        bytes (one test of the kernel's arguments, the same for every thread); rows and
+        scalars are read element by element. The last ``n % V`` elements, and all of them when
+        some array is misaligned, go through the one-element loop.
     """
     dtypes = _normalize(compute, out)
     if dtypes is None or not isinstance(kinds, str) or set(kinds) - {"a", "r", "s"} or not steps:
@@ -346,21 +356,108 @@ def program_source(steps, compute, kinds: str, out, name: str | None = None) -> 
             params.append(f"const {store_type} v{k}")
             hoisted.append(f"    const {local_type} {local} = {_load(dtype, f'v{k}')};")
     name = name or program_name(steps, compute, kinds, out)
-    lines = [
+    store = _store(result, out, final)
+    width = program_width(steps, compute, kinds, out)
+    return "\n".join([
         _HELPERS,
+        *_vector_types(kinds, external_dtypes, out, width),
         f'extern "C" __global__ void {name}(',
         f"        {', '.join(params)}, {_CTYPES[out][0]}* __restrict__ out, const tp_i64 n) {{",
         *hoisted,
         "    const tp_i64 stride = (tp_i64)gridDim.x * blockDim.x;",
-        "    for (tp_i64 i = (tp_i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {",
+        "    const tp_i64 first = (tp_i64)blockIdx.x * blockDim.x + threadIdx.x;",
+        *_vector_loop(kinds, external_dtypes, local_names, body, out, store, width),
+        "    for (tp_i64 i = tail + first; i < n; i += stride) {",
         *loaded,
         *body,
-        f"        out[i] = {_store(result, out, final)};",
+        f"        out[i] = {store};",
         "    }",
         "}",
         "",
+    ])
+
+
+def program_width(steps, compute, kinds: str, out) -> int:
+    """``V``: the elements one thread of :func:`program_source`'s kernel loads and stores per
+    vector access, :data:`VECTOR_BYTES` over the largest itemsize among the ``"a"`` operands and
+    the output (float16/bfloat16: 8, float32/int32: 4, float64/int64: 2). A bool ``"a"`` operand
+    (``where``'s condition) counts with its one byte: it is loaded ``V`` bytes at a time.
+
+    ``steps``, ``compute``, ``kinds`` and ``out`` as :func:`program_source` takes them (for a
+    supported program), or one op name for ``steps`` (its operands in order, as
+    :func:`kernel_source` builds it). The host sizes each launch with it (``ceil(ceil(n / V) /
+    threads)`` blocks), so this is the one place the rule is written.
+    """
+    if isinstance(steps, str):
+        steps = ((steps, tuple(range(len(kinds)))),)
+    compute, out = np.dtype(compute), np.dtype(out)
+    conditions = {refs[0] for op, refs in steps if op == "where"}
+    sizes = [_BOOL.itemsize if k in conditions else compute.itemsize
+             for k, kind in enumerate(kinds) if kind == "a"]
+    return VECTOR_BYTES // max([out.itemsize, *sizes])
+
+
+# storage C type -> the suffix of its vector struct's name
+_VECTOR_TAGS = {"float": "f32", "double": "f64", "int": "i32", "long long": "i64",
+                "bool": "b8", "unsigned short": "u16"}
+
+
+def _vector_types(kinds: str, dtypes, out: np.dtype, width: int) -> list[str]:
+    """The ``tp_vec_TAG`` structs (``width`` stored elements ``s[]``, aligned to their size so
+    that one is one load or store) of the ``"a"`` operands and the output."""
+    stored = {_CTYPES[dtype][0]: dtype.itemsize
+              for kind, dtype in zip(kinds, dtypes) if kind == "a"}
+    stored[_CTYPES[out][0]] = out.itemsize
+    return [f"struct alignas({size * width}) tp_vec_{_VECTOR_TAGS[ctype]} "
+            f"{{ {ctype} s[{width}]; }};" for ctype, size in stored.items()]
+
+
+def _vector_loop(kinds: str, dtypes, local_names: list[str], body: list[str], out: np.dtype,
+                 store: str, width: int) -> list[str]:
+    """The vector part of :func:`program_source`'s kernel: when every ``"a"`` operand and the
+    output start on their vector width (one flag, the same for every thread), a grid-stride
+    loop over the ``n / V`` whole vectors, each element computed by ``body`` as the scalar loop
+    does; it sets ``tail``, where the one-element loop that follows starts (0 otherwise)."""
+    pointers: dict[int, list[str]] = {}   # vector bytes -> the pointers needing that alignment
+    loads, reads, advances = [], [], []
+    for k, (kind, dtype, local) in enumerate(zip(kinds, dtypes, local_names)):
+        local_type, tag = _CTYPES[dtype][1], _VECTOR_TAGS[_CTYPES[dtype][0]]
+        if kind == "a":
+            pointers.setdefault(dtype.itemsize * width, []).append(f"p{k}")
+            loads.append(f"            const tp_vec_{tag} q{k} = "
+                         f"reinterpret_cast<const tp_vec_{tag}*>(p{k})[w];")
+            reads.append(f"                const {local_type} {local} = "
+                         f"{_load(dtype, f'q{k}.s[t]')};")
+        elif kind == "r":   # element i % m, counted along instead of divided per element
+            loads.append(f"            tp_i64 j{k} = w * V % m{k};")
+            reads.append(f"                const {local_type} {local} = "
+                         f"{_load(dtype, f'p{k}[j{k}]')};")
+            advances.append(f"                if (++j{k} == m{k}) j{k} = 0;")
+    pointers.setdefault(out.itemsize * width, []).append("out")
+    misaligned = " | ".join(
+        f"(({' | '.join(f'(unsigned long long){p}' for p in names)}) & {size - 1}ull)"
+        for size, names in sorted(pointers.items()))
+    out_tag = _VECTOR_TAGS[_CTYPES[out][0]]
+    return [
+        f"    constexpr int V = {width};   // elements per vector access",
+        "    tp_i64 tail = 0;   // the first element of the one-element loop",
+        f"    if (({misaligned}) == 0ull) {{",
+        "        const tp_i64 vectors = n / V;",
+        "        for (tp_i64 w = first; w < vectors; w += stride) {",
+        *loads,
+        f"            tp_vec_{out_tag} qo;",
+        "            #pragma unroll",
+        "            for (int t = 0; t < V; ++t) {",
+        *reads,
+        *("        " + line for line in body),
+        f"                qo.s[t] = {store};",
+        *advances,
+        "            }",
+        f"            reinterpret_cast<tp_vec_{out_tag}*>(out)[w] = qo;",
+        "        }",
+        "        tail = vectors * V;",
+        "    }",
     ]
-    return "\n".join(lines)
 
 
 def sum_accumulator(compute) -> np.dtype | None:

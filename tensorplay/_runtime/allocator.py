@@ -15,12 +15,16 @@ Contract
 - The default pool reuses a block only on the stream it was allocated on, where stream order
   makes reuse safe without events. Private (graph) pools do not segregate by stream.
 - Exact-size reuse (the eager fast path): a block of the default pool freed by its Allocation
-  is *parked* whole in a free list keyed by (its segment's stream, its size), not merged at
-  once. The next malloc of that rounded size on that stream pops it, as long as nothing is
+  is *parked* whole in a free list keyed by (its segment's stream, the rounded size of the
+  request it served), not merged at once. The next malloc of that rounded size on that stream
+  pops it, as long as nothing is
   pending (no handed-over frees, no dead pool to release, no stream routed to a graph pool,
   no nesting). Any other malloc best-fits the listed free blocks first; only when none fits
-  does it merge every parked block back into the free lists and look again, before it asks
-  the device for a new segment (so a segment is never added while free memory could serve).
+  does it merge parked blocks back into the free lists and look again: first those parked on
+  its stream for requests at least as large (in its pool class), then, if still none fits,
+  every one, before it asks the device for a new segment (so a segment is never added while
+  free memory could serve). Merging only what could serve alone keeps the blocks that a
+  repeating loop's other requests hit where they are, so such a loop settles into fast mallocs.
   ``empty_cache()`` and the OOM retry merge them too. See Note [parked blocks].
 - A block is free again the moment its Allocation dies, even while queued work still uses it
   (as on CUDA, where a kernel holds raw pointers; sim's queues hold no Allocation either, see
@@ -49,7 +53,9 @@ Note [parked blocks]
 --------------------
 One allocator, two ways into the same blocks. A parked block is free (``allocated`` False,
 counted free) but neither merged with its free neighbours nor in its pool's ``bins``; it sits in
-``CachingAllocator._parked[(stream, size)]``. Parking is for the default pool only: graph pools
+``CachingAllocator._parked[(stream, size)]``, ``size`` the rounded size of the request it last
+served (its own, or up to 1 MiB less for a large block whose rest was not split off). Parking
+is for the default pool only: graph pools
 do not segregate by stream, and their frees merge at once, as before.
 
 - Statistics describe the *merged* layout, whichever path ran: a run of adjacent free blocks
@@ -449,11 +455,12 @@ class CachingAllocator:
             # size on this stream. Every condition is read under the lock.
             lock = self._lock
             lock.acquire()
+            key = (stream, -(-nbytes // _MIN_BLOCK) * _MIN_BLOCK)
             if self._depth or self._routes or self._handoffs or self._dead_dirty:
                 stack = None
             else:
                 try:
-                    stack = self._parked.get((stream, -(-nbytes // _MIN_BLOCK) * _MIN_BLOCK))
+                    stack = self._parked.get(key)
                 except TypeError:
                     stack = None   # unhashable stream: the slow path says so
             if stack:
@@ -461,7 +468,7 @@ class CachingAllocator:
                 try:
                     block = stack.pop()
                     if not stack:   # drop the stream reference with the last block
-                        del self._parked[(stream, block.size)]
+                        del self._parked[key]
                     self._mark_taken(block, nbytes)
                 finally:
                     if self._handoffs:
@@ -504,9 +511,14 @@ class CachingAllocator:
             if block is None and self._parked and pool is self._default:
                 # Only a miss of the listed blocks merges the parked ones: flushing on every
                 # slow malloc would empty the exact-size cache that the next step's mallocs
-                # hit, sending all of them down this path too.
-                self._flush_parked()
-                block = self._best_fit(pool, (stream_key, small), size)
+                # hit, sending all of them down this path too. The parked blocks that could
+                # serve alone go first; the rest stay parked for the sizes they serve (merging
+                # them all reshuffles the blocks, so that the next step misses again).
+                if self._flush_parked(stream, small, size):
+                    block = self._best_fit(pool, (stream_key, small), size)
+                if block is None:
+                    self._flush_parked()
+                    block = self._best_fit(pool, (stream_key, small), size)
             if block is None:
                 block = self._new_segment(pool, stream_key, small, size, nbytes)
             self._take(block, size, nbytes)
@@ -674,9 +686,13 @@ class CachingAllocator:
         block.requested = 0
         pool = segment.pool
         if pool is self._default:
-            stack = self._parked.get((segment.stream_key, size))
+            # parked under the size its last request rounds to, which the same request asks
+            # for next time: a large block keeps up to 1 MiB more than that (unsplit), and
+            # keyed by its own size it would miss every time and flush the parked blocks
+            key = (segment.stream_key, -(-requested // _MIN_BLOCK) * _MIN_BLOCK)
+            stack = self._parked.get(key)
             if stack is None:
-                self._parked[(segment.stream_key, size)] = [block]
+                self._parked[key] = [block]
             else:
                 stack.append(block)
         else:
@@ -691,27 +707,38 @@ class CachingAllocator:
             self._fold_stats()
 
     def _coalesce(self, block: _Block) -> None:
-        """List an unlisted free block merged with every free neighbour (all listed)."""
+        """List an unlisted free block merged with every listed free neighbour (a parked one
+        stays parked)."""
+        free_blocks = block.segment.pool.free_blocks
         merged = block
-        while merged.prev is not None and not merged.prev.allocated:
+        while merged.prev is not None and free_blocks.get(merged.prev.ptr) is merged.prev:
             merged = merged.prev
             self._unlist(merged)
             assert merged.next is not None   # the block merged a step before
             _join(merged, merged.next)
         following = merged.next
-        while following is not None and not following.allocated:
+        while following is not None and free_blocks.get(following.ptr) is following:
             self._unlist(following)
             _join(merged, following)
             following = merged.next
         self._list(merged)
 
-    def _flush_parked(self) -> None:
-        """Merge every parked block into the free lists (Note [parked blocks]); the statistics
+    def _flush_parked(self, stream: Any = None, small: bool = False,
+                      at_least: int | None = None) -> bool:
+        """Merge parked blocks into the free lists (Note [parked blocks]): every one, or with
+        ``at_least``, those parked on ``stream`` for a request of at least that many bytes in
+        the ``small`` (or large) pool class. Returns whether any was merged; the statistics
         already describe the merged layout, so they do not change."""
         if not self._parked:
-            return
-        blocks = [block for stack in self._parked.values() for block in stack]
-        self._parked = {}
+            return False
+        if at_least is None:
+            stacks = list(self._parked.values())
+            self._parked = {}
+        else:
+            keys = [key for key in self._parked if key[0] == stream and key[1] >= at_least
+                    and (key[1] <= _SMALL_REQUEST) == small]
+            stacks = [self._parked.pop(key) for key in keys]
+        blocks = [block for stack in stacks for block in stack]
         for block in blocks:   # listed first: _coalesce unlists the neighbours it absorbs
             self._list(block)
         free_blocks = self._default.free_blocks
@@ -719,6 +746,7 @@ class CachingAllocator:
             if free_blocks.get(block.ptr) is block:   # else a neighbour has absorbed it
                 self._unlist(block)
                 self._coalesce(block)
+        return bool(blocks)
 
     def _count(self, small: bool, changes: tuple[tuple[int, int], ...]) -> None:
         """Apply ``(statistic index, delta)`` changes to one pool class's statistics."""

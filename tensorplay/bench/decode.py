@@ -108,7 +108,8 @@ def decode_case(device: str, small: bool):
     with tp.no_grad():
         model.prefill(tokens)
         yield {"case": prefill_case, "impl": "tensorplay eager",
-               "us": time_per_call(lambda: model.prefill(tokens), sync, 1, 3, 0)}
+               "us": time_per_call(lambda: model.prefill(tokens), sync, 1, 5, 10),
+               "note": "after 10 warm-up calls (the allocator's cache settled)"}
         if tp.accelerator.is_available():
             graph = tp.accelerator.Graph()
             with graph:
@@ -311,7 +312,7 @@ def _torch_rows(torch, weights, config, prompt, case, prefill_case):
     with torch.no_grad():
         prefill(tokens)
         yield {"case": prefill_case, "impl": "torch eager (SDPA, flash attention)",
-               "us": time_per_call(lambda: prefill(tokens), sync, 1, 3, 0)}
+               "us": time_per_call(lambda: prefill(tokens), sync, 1, 5, 10)}
     graph, _ = _torch_graph(torch, lambda: prefill(tokens))
     graph.replay()
     yield {"case": prefill_case, "impl": "torch prefill in one CUDAGraph",

@@ -151,7 +151,12 @@ def check_parked(allocator) -> None:
                     assert id(block) not in parked
                 elif id(block) in parked:
                     assert pool is allocator._default and block.ptr not in pool.free_blocks
-                    assert parked[id(block)] == (segment.stream_key, block.size)
+                    # parked under the size its last request rounded to: the whole block,
+                    # or a large one's part that was not worth splitting off
+                    stream_key, size = parked[id(block)]
+                    assert stream_key == segment.stream_key and size % 512 == 0
+                    assert size == block.size or (
+                        not segment.is_small and block.size - MiB <= size < block.size)
                 else:
                     assert pool.free_blocks[block.ptr] is block
                 block = block.next
@@ -1017,6 +1022,47 @@ def test_a_slow_malloc_keeps_the_parked_blocks_while_the_listed_ones_serve(alloc
     assert ("s", 4096) in allocator._parked      # ... and the exact-size cache is kept
     assert allocator.malloc(4096, "s").ptr == a_ptr
     check_invariants(allocator, backend, [other])
+
+
+def test_a_large_block_is_parked_under_the_size_its_request_asks_for(allocator, backend,
+                                                                     monkeypatch):
+    """A large block keeps a rest of up to 1 MiB unsplit; parked under its own size, the same
+    request would miss it every time (and merge every parked block)."""
+    request = 19 * MiB + 512 * 1024                  # a 20 MiB segment; the rest stays on
+    a = allocator.malloc(request, "s")
+    ptr = a.ptr
+    assert a.size == 20 * MiB
+    a.release()
+    assert ("s", request) in allocator._parked
+    check_invariants(allocator, backend, [])
+    slow = []
+    best_fit = allocator._best_fit
+    monkeypatch.setattr(allocator, "_best_fit", lambda *args: slow.append(args) or
+                        best_fit(*args))
+    again = allocator.malloc(request, "s")
+    assert again.ptr == ptr and again.size == 20 * MiB and not slow
+    assert allocator.memory_stats()["num_device_alloc"] == 1
+    check_invariants(allocator, backend, [again])
+
+
+def test_a_parked_miss_merges_only_the_parked_blocks_that_could_serve(allocator, backend):
+    """The blocks parked for smaller requests stay parked: merging them all would reshuffle
+    the blocks a repeating loop's mallocs hit."""
+    a = allocator.malloc(4 * MiB, "s")               # one 20 MiB segment: 4 + 6 + 10
+    b = allocator.malloc(6 * MiB, "s")
+    c = allocator.malloc(9 * MiB + 512 * 1024, "s")  # takes the 10 MiB tail whole
+    a_ptr, b_ptr = a.ptr, b.ptr
+    assert len(backend.live) == 1 and not allocator._default.free_blocks
+    a.release()
+    b.release()
+    d = allocator.malloc(5 * MiB, "s")               # no block parked for 5 MiB, none listed
+    assert d.ptr == b_ptr and len(backend.live) == 1
+    assert [block.ptr for block in allocator._parked[("s", 4 * MiB)]] == [a_ptr]
+    check_invariants(allocator, backend, [c, d])
+    d.release()
+    e = allocator.malloc(9 * MiB, "s")    # none parked could serve alone: all merge, and do
+    assert e.ptr == a_ptr and not allocator._parked and len(backend.live) == 1
+    check_invariants(allocator, backend, [c, e])
 
 
 def test_parked_blocks_merge_before_a_new_segment_is_asked_for(allocator, backend):

@@ -11,6 +11,7 @@ import sys
 
 import tensorplay as tp
 from eager_probe import one_kernel_graph
+from tensorplay.bench import eager, peers
 
 
 def frames(fn) -> list[str]:
@@ -42,6 +43,9 @@ def cases(device) -> dict:
              "tp.where(m, a, b)": lambda: tp.where(m, a, b),
              "gelu(a)": lambda: tp.nn.functional.gelu(a), "a @ w": lambda: a @ w,
              "tp.tensor(data, device=)": lambda: tp.tensor(data, device=device)}
+    # the decode step's ops, as the bench's eager table calls them
+    found.update(peers.decode_ops(tp, tp.nn.functional, lambda x: tp.tensor(x, device=device),
+                                  eager._arrays()))
     if device.type != "cpu":
         graph, stream = one_kernel_graph(tp, device)
         found["graph.replay(stream=s)"] = lambda: graph.replay(stream=stream)

@@ -23,9 +23,10 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
 from . import autograd as _autograd
+from . import elementwise as _ops
 from .autograd import grad_mode as _grad_mode
 from .join import _apply, _floating, _inexact, _only_floating, _tensor_arg
-from .tensor import Tensor, _normalize_dim
+from .tensor import Tensor, _normalize_dim, layout_of
 
 __all__ = ["relu", "gelu", "sigmoid", "silu", "softmax", "log_softmax", "erf", "erfc"]
 
@@ -270,13 +271,27 @@ def _softmax_kernel(axis: int, zero_d: bool, rule, hook, log: bool):
     return _along(axis, zero_d, rule), native
 
 
+#: (op, the input's Layout, dim) -> the elementwise plan of a softmax without ``dtype``: a
+#: repeated call (a decode step's) goes straight to the launch, its checks done at the first
+_softmax_plans: dict = {}
+_SOFTMAX_PLANS_KEPT = 1024
+
+
 def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
+    if dtype is None and type(input) is Tensor and type(dim) is int:
+        plan = _softmax_plans.get((op, input._layout, dim))
+        if plan is not None:
+            return _ops._execute(plan, (input,), None)
     tensor, axis = _softmax_input(op, input, dim, dtype)
     if tensor.numel() == 0:
         return tensor.clone()
     hook = _hook(tensor, "softmax") if tensor.ndim else None
     fn, native = _softmax_kernel(axis, tensor.ndim == 0, rule, hook, op == "log_softmax")
-    return _apply(op, [tensor], fn, native=native, cache=True)
+    if dtype is not None or type(dim) is not int:
+        return _apply(op, [tensor], fn, native=native, cache=True)
+    plan = _ops._plan(op, None, [tensor], None, None, None, None, fn, native)
+    _dispatch.remember(_softmax_plans, (op, layout_of(tensor), dim), plan, _SOFTMAX_PLANS_KEPT)
+    return _ops._execute(plan, (tensor,), None)
 
 
 def softmax(input, dim: int, dtype=None) -> Tensor:

@@ -29,7 +29,7 @@ from . import elementwise as _ops
 from . import transfer as _transfer
 from . import creation as _creation
 from .scatter import check_range as _check_range
-from .tensor import Tensor, _normalize_dim
+from .tensor import Tensor, _normalize_dim, layout_of
 from .views import _make_view, unsqueeze_stride
 
 __all__ = ["getitem", "setitem", "nonzero", "masked_fill", "masked_select", "index_select",
@@ -393,9 +393,23 @@ def _fill_value(tensor: Tensor, value, op: str):
     return _value_operand(tensor, _ops._check_operand(value, op), op)[0]
 
 
+#: (tensor's Layout, mask's Layout, the number's type, the number: a float by its bits, since
+#: -0.0 == 0.0) -> (the elementwise plan, the number as filled): a repeated masked_fill
+#: (attention's, every step) goes straight to the launch, its checks done at the first call
+_masked_fill_plans: dict = {}
+_PLANS_KEPT = 1024
+
+
 def masked_fill(input, mask, value) -> Tensor:
     """A copy with ``value`` where ``mask`` (broadcast to the tensor's shape) is true."""
+    kind = type(value)
+    if type(input) is Tensor and type(mask) is Tensor and (kind is float or kind is int):
+        found = _masked_fill_plans.get((input._layout, mask._layout, kind,
+                                        value.hex() if kind is float else value))
+        if found is not None:
+            return _ops._execute(found[0], (mask, found[1], input), None)
     tensor = _tensor(input, "masked_fill")
+    given = mask
     mask = _mask_operand(tensor, mask, "masked_fill")
     if tuple(np.broadcast_shapes(tensor.shape, mask.shape)) != tensor.shape:
         raise RuntimeError(f"masked_fill: the mask of shape {mask.shape} does not broadcast to "
@@ -405,8 +419,14 @@ def masked_fill(input, mask, value) -> Tensor:
         # a number (checked and cast to the tensor's dtype above, back as a Python number so
         # that the plan is kept per signature): where's one-kernel engine (on the host NumPy's
         # where below is cheaper)
-        return _ops.formula("masked_fill", [mask, fill.item(), tensor], _masked_fill_formula,
-                            promote=_tensor_dtype, native="where", cache=True)
+        operands = (mask, fill.item(), tensor)
+        plan = _ops._plan("masked_fill", None, operands, None, None, None, None,
+                          _masked_fill_formula, "where", _tensor_dtype)
+        if (kind is float or kind is int) and mask is given:   # (on the tensor's device)
+            key = (layout_of(tensor), layout_of(mask), kind,
+                   value.hex() if kind is float else value)
+            _dispatch.remember(_masked_fill_plans, key, (plan, operands[1]), _PLANS_KEPT)
+        return _ops._execute(plan, operands, None)
     out = _dispatch.empty(tensor.device, tensor.shape, tensor.dtype)
     data, cond, xp = tensor._data, mask._data, _dispatch.xp_of(tensor.device)
 
@@ -467,6 +487,11 @@ def _int_index(index, device, op: str) -> Tensor:
     return index if index.device == device else index.to(device)
 
 
+#: (tensor's Layout, dim, index's Layout) -> :func:`_index_select_launcher`'s ``run``: a
+#: repeated index_select (an embedding lookup, every step) goes straight to the launch
+_index_select_plans: dict = {}
+
+
 def index_select(input, dim: int, index) -> Tensor:
     """The slices at ``index`` (a 1-D or 0-d integer tensor) along ``dim``.
 
@@ -475,7 +500,12 @@ def index_select(input, dim: int, index) -> Tensor:
             ones too, as PyTorch): on cpu at once, on sim at the next sync (``scatter.py``'s
             module notes).
     """
+    if type(input) is Tensor and type(index) is Tensor and type(dim) is int:
+        run = _index_select_plans.get((input._layout, dim, index._layout))
+        if run is not None:
+            return run(input, index)
     tensor = _tensor(input, "index_select")
+    given = index
     index = _int_index(index, tensor.device, "index_select")
     if index.ndim > 1:
         raise IndexError(f"index_select(): Index is supposed to be a vector, got shape "
@@ -485,26 +515,45 @@ def index_select(input, dim: int, index) -> Tensor:
         shape = ()
     else:
         shape = tensor.shape[:axis] + (index.numel(),) + tensor.shape[axis + 1:]
-    out = _dispatch.empty(tensor.device, shape, tensor.dtype)
-    data, idx, xp = tensor._data, index._data, _dispatch.xp_of(tensor.device)
+    run = _index_select_launcher(tensor, axis, shape)
+    if index is given and type(dim) is int:   # (the index on the tensor's device)
+        _dispatch.remember(_index_select_plans, (layout_of(tensor), dim, layout_of(index)), run,
+                           _PLANS_KEPT)
+    return run(tensor, index)
+
+
+def _index_select_launcher(tensor: Tensor, axis: int, shape: tuple):
+    """``run(tensor, index)``: index_select's launch for this signature, its checks done."""
+    device, dtype = tensor.device, tensor.dtype
     zero_d = tensor.ndim == 0
     size = tensor.shape[axis] if tensor.ndim else 1
+    xp = _dispatch.xp_of(device)
     # the backend's one kernel checks the indices itself (check_range's error, at the next
     # synchronization)
-    fast = None if zero_d or tensor.device.type == "cpu" else \
+    fast = None if zero_d or device.type == "cpu" else \
         _dispatch.accelerator_hook("index_select")
     note = " (index out of range in self)"
 
-    def kernel():
-        if fast is not None and fast(out, axis, idx.reshape(-1), data, "index_select", note):
-            return
-        _check_range("index_select", idx, size, axis, IndexError, note=note)
-        if zero_d:
-            out[...] = data.reshape(1)[idx.reshape(-1)].reshape(())
-        else:
-            xp.take(data, idx.reshape(-1), axis=axis, out=out)
-    _dispatch.launch(tensor.device, _dispatch.named("index_select", kernel))
-    return Tensor._make(out, tensor.device, tensor.dtype)
+    def run(tensor: Tensor, index: Tensor) -> Tensor:
+        if tensor._guard is not None:
+            tensor._check_guard()
+        if index._guard is not None:
+            index._check_guard()
+        out = _dispatch.empty(device, shape, dtype)
+        data, idx = tensor._data, index._data
+
+        def kernel():
+            if fast is not None and fast(out, axis, idx.reshape(-1), data, "index_select",
+                                         note):
+                return
+            _check_range("index_select", idx, size, axis, IndexError, note=note)
+            if zero_d:
+                out[...] = data.reshape(1)[idx.reshape(-1)].reshape(())
+            else:
+                xp.take(data, idx.reshape(-1), axis=axis, out=out)
+        _dispatch.launch(device, _dispatch.named("index_select", kernel))
+        return Tensor._make(out, device, dtype)
+    return run
 
 
 def gather(input, dim: int, index) -> Tensor:

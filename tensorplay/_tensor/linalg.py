@@ -208,10 +208,12 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1) -> Tensor:
     product's width and dtype (a bias), one product with the bias added inside it where the
     backend fuses it (cuda: cuBLASLt's BIAS epilogue), as
     :func:`tensorplay.nn.functional.linear`."""
+    # (the arrays' own shapes: no property frames on the eager hot path; fused_matmul checks
+    # the guards)
     if beta == 1 and alpha == 1 and type(input) is Tensor and type(mat1) is Tensor and \
-            type(mat2) is Tensor and input.ndim == 1 and mat1.ndim == 2 and mat2.ndim == 2 \
-            and input.shape[0] == mat2.shape[1] and mat1.shape[1] == mat2.shape[0] \
-            and input.dtype is mat1.dtype:
+            type(mat2) is Tensor and input._data.ndim == 1 and mat1._data.ndim == 2 and \
+            mat2._data.ndim == 2 and input._data.shape[0] == mat2._data.shape[1] and \
+            mat1._data.shape[1] == mat2._data.shape[0] and input._dtype is mat1._dtype:
         if _rewrite.active is not None:   # Note [fusion rewrite]: a product with its bias
             return _rewrite.active.run("addmm", (input, mat1, mat2),
                                        lambda: fused_matmul(mat1, mat2, input, None, "addmm"))
@@ -279,8 +281,9 @@ def fused_matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str | No
     for value in (a, b, bias):
         if value is not None and value._guard is not None:
             value._check_guard()
-    key = (_ops._signature(a), _ops._signature(b),
-           None if bias is None else _ops._signature(bias), activation, op, _precision)
+    key = (a._layout or layout_of(a), b._layout or layout_of(b),
+           None if bias is None else bias._layout or layout_of(bias), activation, op,
+           _precision)
     plan = _fused_plans.get(key)
     if plan is None:
         plan = _plan_fused(op, a, b, bias, activation)

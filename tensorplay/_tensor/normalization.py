@@ -36,7 +36,7 @@ from . import elementwise as _ops
 from . import join as _join
 from . import random as _random
 from . import reductions as _reductions
-from .tensor import Tensor
+from .tensor import Tensor, layout_of
 
 __all__ = ["layer_norm", "dropout", "one_hot", "silu_"]
 
@@ -148,11 +148,18 @@ def layer_norm(input: Tensor, normalized_shape: tuple[int, ...], weight: Tensor 
             accepted for a float16/bfloat16 input, as PyTorch's cpu kernel does; its CUDA kernel
             refuses them, and so do accelerators here); tensors on different devices.
     """
-    key = ("layer_norm", normalized_shape, _ops._signature(input),
-           None if weight is None else _ops._signature(weight),
-           None if bias is None else _ops._signature(bias), eps)
+    # the plan's key and operands without a Python frame per operand (the eager hot path)
+    key = ("layer_norm", normalized_shape,
+           (input._layout or layout_of(input)) if type(input) is Tensor else None,
+           None if weight is None else (weight._layout or layout_of(weight))
+           if type(weight) is Tensor else _ops._signature(weight),
+           None if bias is None else (bias._layout or layout_of(bias))
+           if type(bias) is Tensor else _ops._signature(bias), eps)
     plan = _layer_norm_plans.get(key)
-    operands = [input] + [p for p in (weight, bias) if p is not None]
+    if weight is not None and bias is not None:
+        operands = [input, weight, bias]
+    else:
+        operands = [input] + [p for p in (weight, bias) if p is not None]
     if plan is None:
         _check_layer_norm(input, normalized_shape, weight, bias)
         if input.numel() == 0:   # nothing to normalize (and NumPy would warn on empty means)

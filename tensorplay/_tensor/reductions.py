@@ -178,8 +178,12 @@ def _axis_kernel(op: str, tensor: Tensor, axes, result: _dtype.dtype, acc) -> Ca
 def _launch_axis_kernel(op: str, tensor: Tensor, fast, keepdim: bool, axes,
                         result: _dtype.dtype) -> Tensor:
     """Run :func:`_axis_kernel`'s launcher ``fast`` into a new result tensor."""
-    device = tensor.device
-    shape = _reduced_shape(tensor.shape, axes, keepdim)
+    return _launch_shaped(op, tensor, fast, _reduced_shape(tensor.shape, axes, keepdim), result)
+
+
+def _launch_shaped(op: str, tensor: Tensor, fast, shape: tuple, result: _dtype.dtype) -> Tensor:
+    """:func:`_launch_axis_kernel` with the result's shape known."""
+    device = tensor._device
     out = _dispatch.empty(device, shape, result)
     kernel = functools.partial(fast, tensor._data, out)
     # the backend's own kernel touches no NumPy: nothing to silence
@@ -389,7 +393,19 @@ def amin(input, dim=(), keepdim: bool = False) -> Tensor:
     return _extreme("amin", input, dim, keepdim, "amin")
 
 
+#: (op, the input's Layout, dim, keepdim) -> (the backend's launcher, the result's shape): a
+#: repeated argmax over the last dim (a decode step's choice) goes straight to the launch
+_arg_plans: dict = {}
+_ARG_PLANS_KEPT = 1024
+
+
 def _arg_extreme(op: str, tensor, dim, keepdim: bool, finder: str) -> Tensor:
+    if type(tensor) is Tensor and type(dim) is int and type(keepdim) is bool:
+        found = _arg_plans.get((op, tensor._layout, dim, keepdim))
+        if found is not None:
+            if tensor._guard is not None:
+                tensor._check_guard()
+            return _launch_shaped(op, tensor, found[0], found[1], _dtype.int64)
     tensor = _check_tensor_op(tensor, op)
     if dim is None:
         if tensor.numel() == 0:
@@ -412,7 +428,11 @@ def _arg_extreme(op: str, tensor, dim, keepdim: bool, finder: str) -> Tensor:
         fast = None if reduce_axis is None else reduce_axis(
             finder, tensor.shape, axis, tensor.dtype.numpy, None, np.dtype(np.int64))
         if fast is not None:
-            return _launch_axis_kernel(op, tensor, fast, keepdim, axes, _dtype.int64)
+            shape = _reduced_shape(tensor.shape, axes, keepdim)
+            if type(dim) is int and type(keepdim) is bool:
+                _dispatch.remember(_arg_plans, (op, layout_of(tensor), dim, keepdim),
+                                   (fast, shape), _ARG_PLANS_KEPT)
+            return _launch_shaped(op, tensor, fast, shape, _dtype.int64)
 
     def body(xp, a, _axis, keepdims):
         return getattr(xp, finder)(a, axis=axis, keepdims=keepdims)

@@ -48,7 +48,7 @@ from .._runtime import writes as _writes
 from .. import _dtype
 from . import elementwise as _ops
 from . import transfer as _transfer
-from .tensor import Tensor, _normalize_dim
+from .tensor import Tensor, _normalize_dim, layout_of
 
 __all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add", "index_copy", "index_put",
            "index_fill", "masked_scatter", "take_along_dim"]
@@ -486,7 +486,22 @@ def index_add_(input, dim: int, index, source, *, alpha=1) -> Tensor:
     return _index_add("index_add_", input, dim, index, source, alpha, True)
 
 
+#: (op, the tensor's, index's and source's Layouts, dim) -> the in-place launch of that
+#: signature (``_index_copy``'s ``launch``): a repeated index_copy_ (a KV cache's write, every
+#: step) goes straight to it; only the source's overlap with the tensor is looked at per call
+_index_copy_plans: dict = {}
+_PLANS_KEPT = 1024
+
+
 def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
+    if inplace and type(input) is Tensor and type(index) is Tensor and \
+            type(source) is Tensor and type(dim) is int:
+        found = _index_copy_plans.get((op, input._layout, index._layout, source._layout, dim))
+        if found is not None and not _reads_written(input, source):
+            for value in (input, index, source):
+                if value._guard is not None:
+                    value._check_guard()
+            return found(input, index, source)
     tensor = _tensor(input, op)
     index = _index(index, tensor, op)
     _vector_index(op, index)
@@ -498,7 +513,7 @@ def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
     copy_first = inplace and _reads_written(tensor, source)
     fast = None if zero_d or copy_first else _dispatch.accelerator_hook("index_copy")
 
-    def apply(dst):
+    def apply(dst, idx=idx, src=src):
         # the backend's kernel checks the indices itself (the error of check_range, at the
         # next synchronization)
         if fast is not None and type(dst) is not np.ndarray and fast(dst, axis, idx, src, op):
@@ -508,7 +523,25 @@ def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
         if copy_first:
             vals = vals.copy()
         _moved(xp, dst, axis, zero_d)[idx.reshape(-1)] = vals
-    return _finish(op, tensor, inplace, apply)
+    if not inplace or copy_first:
+        return _finish(op, tensor, inplace, apply)
+    device, shape = tensor.device, tensor.shape
+
+    def launch(tensor: Tensor, index: Tensor, source: Tensor) -> Tensor:
+        """The in-place launch (``_finish``'s) for this signature; ``tensor``'s layout checked."""
+        if _writes.active:   # Note [write records]
+            _writes.note(tensor)
+        dst, idx, src = tensor._data, index._data, source._data
+
+        def kernel():
+            apply(dst, idx, src)
+        _dispatch.launch(device, _dispatch.named(op, kernel, shape=shape))
+        return tensor
+    _transfer.check_no_overlap(tensor, op)   # an expanded view refused before a launch is kept
+    if type(dim) is int:
+        _dispatch.remember(_index_copy_plans, (op, layout_of(tensor), layout_of(index),
+                                               layout_of(source), dim), launch, _PLANS_KEPT)
+    return launch(tensor, index, source)
 
 
 def index_copy(input, dim: int, index, source) -> Tensor:

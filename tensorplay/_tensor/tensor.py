@@ -192,7 +192,9 @@ class Tensor:
     @property
     def shape(self) -> tuple[int, ...]:
         """The sizes of the dimensions as a :class:`Size` (a tuple subclass, typed as its tuple)."""
-        self._check_guard()
+        guard = self._guard   # _check_guard, inlined: ops read shapes many times a call
+        if guard is not None:
+            guard(self)
         return _new_size(Size, self._data.shape)
 
     def size(self, dim: int | None = None):

@@ -198,6 +198,12 @@ def layer_norm(input: Tensor, normalized_shape, weight: Tensor | None = None,
             it, a weight/bias of another shape or dtype, a non-floating input, tensors on
             different devices.
     """
+    # the usual call (a transformer's, every step) checked without a Python frame: tensors,
+    # one int in a tuple, a float eps; anything else takes the checks below
+    if type(input) is Tensor and type(eps) is float and type(weight) is type(bias) is Tensor \
+            and type(normalized_shape) is tuple and len(normalized_shape) == 1 \
+            and type(normalized_shape[0]) is int:
+        return _layer_norm(input, normalized_shape, weight, bias, eps)
     tensor = _tensor(input, "layer_norm", "input", 1)
     shape = _int_sequence(normalized_shape, "layer_norm", "normalized_shape")
     weight = _optional_tensor(weight, "layer_norm", "weight", 3)

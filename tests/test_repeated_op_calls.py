@@ -1,0 +1,133 @@
+"""The ops a decode step repeats (softmax, layer_norm, masked_fill, index_select, index_copy_,
+argmax, addmm) keep what they decided at the first call of a signature and go straight to the
+launch afterwards: a repeated call must still give the right values for new data, tell apart
+what the signature does not show (the fill value, a source overlapping the written tensor),
+refuse bad arguments of another signature, and still check a compiled output's guard."""
+
+import numpy as np
+import pytest
+
+import tensorplay as tp
+from support import accelerator_device, requires_accelerator, to_numpy
+
+F = tp.nn.functional
+
+
+def repeated(fn, *makers):
+    """``fn`` over fresh operands from ``makers`` three times (the first call plans, the others
+    take the kept plan); the NumPy operands and results of each call."""
+    results = []
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        arrays = [make(rng) for make in makers]
+        results.append((arrays, fn(*arrays)))
+    return results
+
+
+def test_softmax_and_layer_norm_follow_new_data(device):
+    def normal(rng):
+        return rng.standard_normal((3, 8)).astype(np.float32)
+    weight, bias = tp.ones(8, device=device) * 2, tp.full((8,), 0.5, device=device)
+    for arrays, out in repeated(lambda a: tp.tensor(a, device=device).softmax(-1), normal):
+        e = np.exp(arrays[0] - arrays[0].max(-1, keepdims=True))
+        np.testing.assert_allclose(to_numpy(out), e / e.sum(-1, keepdims=True), rtol=1e-5)
+    for arrays, out in repeated(
+            lambda a: F.layer_norm(tp.tensor(a, device=device), (8,), weight, bias), normal):
+        a = arrays[0]
+        expected = (a - a.mean(-1, keepdims=True)) / np.sqrt(a.var(-1, keepdims=True) + 1e-5)
+        np.testing.assert_allclose(to_numpy(out), expected * 2 + 0.5, rtol=1e-4, atol=1e-5)
+
+
+def test_layer_norm_checks_what_its_quick_path_does_not_take(device):
+    x = tp.ones(2, 4, device=device)
+    weight, bias = tp.ones(4, device=device), tp.zeros(4, device=device)
+    F.layer_norm(x, (4,), weight, bias)
+    with pytest.raises(TypeError, match="eps"):
+        F.layer_norm(x, (4,), weight, bias, eps="0.1")
+    with pytest.raises(TypeError, match="tuple of ints"):
+        F.layer_norm(x, (True,), weight, bias)
+    with pytest.raises(RuntimeError):
+        F.layer_norm(x, (3,), tp.ones(3, device=device), tp.zeros(3, device=device))
+    assert to_numpy(F.layer_norm(x, [4], weight, bias, eps=1)).tolist() == [[0.0] * 4] * 2
+
+
+def test_masked_fill_tells_apart_fill_values_a_signature_does_not_show(device):
+    x = tp.ones(2, 3, device=device)
+    mask = tp.tensor([[True, False, True], [False, False, True]], device=device)
+    for value in (0.0, -0.0, 0.0, float("-inf"), 2, 2.5, float("nan")):
+        out = to_numpy(x.masked_fill(mask, value))
+        expected = np.where(to_numpy(mask), np.float32(value), np.float32(1))
+        np.testing.assert_array_equal(out, expected)
+        assert (np.signbit(out) == np.signbit(expected)).all()   # -0.0 is not 0.0
+    ints = tp.ones(3, dtype=tp.int32, device=device)
+    flags = tp.tensor([True, False, True], device=device)
+    assert to_numpy(ints.masked_fill(flags, 7)).tolist() == [7, 1, 7]
+    with pytest.raises(RuntimeError):
+        ints.masked_fill(flags, 2 ** 40)   # does not fit int32: refused on every call
+    with pytest.raises(RuntimeError):
+        ints.masked_fill(flags, 2 ** 40)
+
+
+def test_index_select_and_argmax_follow_new_data(device):
+    table = tp.arange(20, dtype=tp.float32, device=device).view(5, 4)
+    for position in (3, 0, 4):
+        index = tp.tensor([position], device=device)
+        assert to_numpy(table.index_select(0, index)).tolist() == \
+            [[4.0 * position + k for k in range(4)]]
+    for arrays, out in repeated(lambda a: tp.tensor(a, device=device).argmax(-1),
+                                lambda rng: rng.standard_normal((4, 9)).astype(np.float32)):
+        assert to_numpy(out).tolist() == arrays[0].argmax(-1).tolist()
+    with pytest.raises(TypeError, match="integer index"):
+        table.index_select(0, tp.tensor([1.0], device=device))
+
+
+def test_index_copy_copies_an_overlapping_source_first(device):
+    cache = tp.zeros(4, 3, device=device)
+    index = tp.tensor([1], device=device)
+    for value in (1.0, 2.0):
+        cache.index_copy_(0, index, tp.full((1, 3), value, device=device))
+        assert to_numpy(cache)[1].tolist() == [value] * 3
+    # the same signature with the source a view of the rows written: read before written
+    grid = tp.arange(12, dtype=tp.float32, device=device).view(4, 3)
+    rows = tp.tensor([2, 3], device=device)
+    grid.index_copy_(0, rows, tp.full((2, 3), -1.0, device=device))
+    grid.index_copy_(0, rows, tp.arange(6, dtype=tp.float32, device=device).view(2, 3))
+    grid.index_copy_(0, rows, grid[1:3])          # row 2 <- row 1, row 3 <- row 2 as it was
+    assert to_numpy(grid).tolist() == [[0, 1, 2], [3, 4, 5], [3, 4, 5], [0, 1, 2]]
+    with pytest.raises(RuntimeError, match="Expected dtype int64"):
+        cache.index_copy_(0, tp.tensor([1], dtype=tp.int32, device=device),
+                          tp.ones(1, 3, device=device))
+
+
+def test_addmm_with_a_bias_follows_new_data(device):
+    for arrays, out in repeated(
+            lambda b, a, w: tp.addmm(*(tp.tensor(x, device=device) for x in (b, a, w))),
+            lambda rng: rng.standard_normal(4).astype(np.float32),
+            lambda rng: rng.standard_normal((2, 3)).astype(np.float32),
+            lambda rng: rng.standard_normal((3, 4)).astype(np.float32)):
+        b, a, w = arrays
+        np.testing.assert_allclose(to_numpy(out), a @ w + b, rtol=1e-5, atol=1e-6)
+
+
+@requires_accelerator
+@pytest.mark.parametrize("call", ["softmax", "layer_norm", "masked_fill", "index_select",
+                                  "argmax", "index_copy_"])
+def test_a_stale_compiled_output_is_refused_on_the_quick_path(call):
+    dev = accelerator_device(0)
+    compiled = tp.compile(lambda x: x + 1)
+    compiled(tp.zeros(2, 4, device=dev))            # warm-up + capture
+    weight, bias = tp.ones(4, device=dev), tp.zeros(4, device=dev)
+    mask = tp.ones(2, 4, dtype=tp.bool, device=dev)
+    index = tp.tensor([0], device=dev)
+    calls = {"softmax": lambda x: x.softmax(-1),
+             "layer_norm": lambda x: F.layer_norm(x, (4,), weight, bias),
+             "masked_fill": lambda x: x.masked_fill(mask, 0.0),
+             "index_select": lambda x: x.index_select(0, index),
+             "argmax": lambda x: x.argmax(-1),
+             "index_copy_": lambda x: x.index_copy_(0, index, tp.ones(1, 4, device=dev))}
+    first = compiled(tp.zeros(2, 4, device=dev))
+    calls[call](first)                             # plans the signature while still valid
+    calls[call](first)
+    compiled(tp.ones(2, 4, device=dev))             # overwrites ``first``
+    with pytest.raises(RuntimeError, match="overwritten by a later call"):
+        calls[call](first)

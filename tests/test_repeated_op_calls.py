@@ -109,25 +109,45 @@ def test_addmm_with_a_bias_follows_new_data(device):
         np.testing.assert_allclose(to_numpy(out), a @ w + b, rtol=1e-5, atol=1e-6)
 
 
+def test_attention_records_a_gradient_after_calls_that_needed_none(device):
+    rng = np.random.default_rng(0)
+    q, k, v = (tp.tensor(rng.standard_normal((1, 2, 3, 8)).astype(np.float32), device=device)
+               for _ in range(3))
+    mask = tp.tensor([[True, True, False]], device=device)
+    first = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    second = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    np.testing.assert_array_equal(to_numpy(first), to_numpy(second))
+    q.requires_grad_()
+    out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+    assert out.grad_fn is not None
+    out.sum().backward()
+    assert q.grad is not None and tuple(q.grad.shape) == (1, 2, 3, 8)
+    with tp.no_grad():
+        assert F.scaled_dot_product_attention(q, k, v, attn_mask=mask).grad_fn is None
+
+
 @requires_accelerator
 @pytest.mark.parametrize("call", ["softmax", "layer_norm", "masked_fill", "index_select",
-                                  "argmax", "index_copy_"])
+                                  "argmax", "index_copy_", "attention"])
 def test_a_stale_compiled_output_is_refused_on_the_quick_path(call):
     dev = accelerator_device(0)
+    shape = (1, 1, 2, 4) if call == "attention" else (2, 4)
     compiled = tp.compile(lambda x: x + 1)
-    compiled(tp.zeros(2, 4, device=dev))            # warm-up + capture
+    compiled(tp.zeros(*shape, device=dev))          # warm-up + capture
     weight, bias = tp.ones(4, device=dev), tp.zeros(4, device=dev)
     mask = tp.ones(2, 4, dtype=tp.bool, device=dev)
     index = tp.tensor([0], device=dev)
+    other = tp.ones(*shape, device=dev)
     calls = {"softmax": lambda x: x.softmax(-1),
              "layer_norm": lambda x: F.layer_norm(x, (4,), weight, bias),
              "masked_fill": lambda x: x.masked_fill(mask, 0.0),
              "index_select": lambda x: x.index_select(0, index),
              "argmax": lambda x: x.argmax(-1),
-             "index_copy_": lambda x: x.index_copy_(0, index, tp.ones(1, 4, device=dev))}
-    first = compiled(tp.zeros(2, 4, device=dev))
+             "index_copy_": lambda x: x.index_copy_(0, index, tp.ones(1, 4, device=dev)),
+             "attention": lambda x: F.scaled_dot_product_attention(x, other, other)}
+    first = compiled(tp.zeros(*shape, device=dev))
     calls[call](first)                             # plans the signature while still valid
     calls[call](first)
-    compiled(tp.ones(2, 4, device=dev))             # overwrites ``first``
+    compiled(tp.ones(*shape, device=dev))           # overwrites ``first``
     with pytest.raises(RuntimeError, match="overwritten by a later call"):
         calls[call](first)

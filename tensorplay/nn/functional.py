@@ -41,7 +41,7 @@ from .._tensor import attention as _attention, creation as _creation, linalg as 
 from .._tensor import autograd as _autograd
 from .._tensor import functional as _functional
 from .._tensor import normalization as _normalization
-from .._tensor.tensor import Tensor
+from .._tensor.tensor import Tensor, layout_of
 
 __all__ = ["linear", "embedding", "layer_norm", "dropout", "relu", "gelu", "silu", "tanh",
            "sigmoid", "logsigmoid", "softmax", "log_softmax", "one_hot", "mse_loss", "l1_loss",
@@ -721,6 +721,21 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             an embedding size that differs between query and key.
         TypeError: a non-Tensor argument.
     """
+    if type(query) is Tensor and type(key) is Tensor and type(value) is Tensor and \
+            (attn_mask is None or type(attn_mask) is Tensor) and dropout_p == 0.0 and \
+            (scale is None or type(scale) is float) and type(is_causal) is bool:
+        # the hot path (a decode step's attention, every layer and token): a signature the
+        # one-op path took before, checked then; only the gradient question is asked again
+        factor = _fused_attention_calls.get((
+            query._layout, key._layout, value._layout,
+            None if attn_mask is None else attn_mask._layout, is_causal, scale, enable_gqa))
+        if factor is not None and (not _autograd.grad_mode.enabled or (
+                query._ag is key._ag is value._ag is None and
+                (attn_mask is None or attn_mask._ag is None))):
+            for tensor in (query, key, value):
+                if tensor._guard is not None:
+                    tensor._check_guard()
+            return _attention.attention(query, key, value, attn_mask, factor, is_causal)
     query = _tensor(query, "scaled_dot_product_attention", "query", 1)
     key = _tensor(key, "scaled_dot_product_attention", "key", 2)
     value = _tensor(value, "scaled_dot_product_attention", "value", 3)
@@ -745,6 +760,12 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if dropout_p == 0.0 and _fused_attention_applies(query, key, value, attn_mask, enable_gqa):
         if attn_mask is not None:
             attn_mask = _tensor(attn_mask, "scaled_dot_product_attention", "attn_mask", 4)
+        if (scale is None or type(scale) is float) and type(is_causal) is bool:
+            if len(_fused_attention_calls) >= _FUSED_ATTENTION_KEPT:
+                _fused_attention_calls.clear()
+            _fused_attention_calls[(layout_of(query), layout_of(key), layout_of(value),
+                                    None if attn_mask is None else layout_of(attn_mask),
+                                    is_causal, scale, enable_gqa)] = factor
         return _attention.attention(query, key, value, attn_mask, factor, is_causal)
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
         groups = query.shape[-3] // key.shape[-3]
@@ -764,6 +785,13 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p)
     return weights @ value
+
+
+#: (the Layouts of query, key, value and mask, is_causal, scale, enable_gqa) -> the scale
+#: factor, for the calls that took the one-op path (which the Layouts decide, but for the
+#: gradient question)
+_fused_attention_calls: dict = {}
+_FUSED_ATTENTION_KEPT = 1024
 
 
 def _fused_attention_applies(query: Tensor, key: Tensor, value: Tensor, mask,

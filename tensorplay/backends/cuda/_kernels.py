@@ -29,7 +29,7 @@ from . import _cupy_bridge
 from ._runtime import relaxed_capture_mode
 
 __all__ = ["MAX_COPIES", "cached", "ensure", "function_handle", "is_warm", "launch", "warm",
-           "SET_CONDITIONAL", "SET_CONDITIONAL_INDEX", "STAGE"]
+           "remember", "SET_CONDITIONAL", "SET_CONDITIONAL_INDEX", "STAGE"]
 
 MAX_COPIES = 64   #: triplets one staged launch carries (Note [fused staging])
 
@@ -90,6 +90,18 @@ _cache: dict[Hashable, Any] = {}
 _warm: set[tuple[Hashable, int]] = set()
 _functions: dict[tuple[str, int], int] = {}
 _lock = threading.RLock()   # reentrant: a warm-up may make the kernel it warms
+
+
+LAUNCHES_KEPT = 1024   #: call signatures a kept-launch table holds before it starts over
+
+
+def remember(table: dict, key: Hashable, launch: Any) -> None:
+    """Keep a single op's ready launch for a call signature (its kernel made and warmed, its
+    grid worked out), so that the next call with that signature only writes addresses and
+    launches; a table of signatures that never repeat starts over past :data:`LAUNCHES_KEPT`."""
+    if len(table) >= LAUNCHES_KEPT:
+        table.clear()
+    table[key] = launch
 
 
 def cached(key: Hashable, make: Callable[[], Any] | None) -> Any:

@@ -32,6 +32,11 @@ LAYER_NORM_DTYPES = frozenset((np.dtype(np.float16), _BF16, _F32, np.dtype(np.fl
 
 
 # -- layer_norm ------------------------------------------------------------------------------
+#: layer_norm's call signature (shapes, dtypes, device, 16-byte alignment) -> ``(packed,
+#: blocks, threads, length, rows)``: its kernel's launch, made and checked at the first call
+_launches: dict = {}
+
+
 def _layer_norm_source(dtype: np.dtype, name: str) -> str:
     storage, acc = _source.storage_type(dtype), _source.compute_type(dtype)
     rsqrt = "rsqrt" if acc == "double" else "rsqrtf"
@@ -166,6 +171,28 @@ def layer_norm(x, weight, bias, out, eps: float) -> None:
         ValueError: a weight or bias of another dtype or length, or ``out`` of another dtype
             or shape.
     """
+    if type(x) is cupy.ndarray and type(out) is cupy.ndarray:
+        # the hot path: a signature whose launch is kept (the 16-byte alignment of this call's
+        # addresses is part of the key)
+        x_ptr, y_ptr = x.data.ptr, out.data.ptr
+        w_ptr = 0 if weight is None else weight.data.ptr
+        b_ptr = 0 if bias is None else bias.data.ptr
+        signature = (x.shape, x.dtype, out.shape, out.dtype,
+                     None if weight is None else (weight.shape, weight.dtype),
+                     None if bias is None else (bias.shape, bias.dtype), x.data.device_id,
+                     not (x_ptr | y_ptr | w_ptr | b_ptr) % _source.VECTOR_BYTES)
+        launch = _launches.get(signature)
+        if launch is not None:
+            packed, blocks, threads, length, rows = launch
+            found = packed.buffers.get(thread_ident()) or packed.buffer()
+            values = found[0]
+            values[0], values[1], values[2], values[3] = x_ptr, w_ptr, b_ptr, y_ptr
+            values[4], values[5] = length, rows
+            found[3][6] = eps
+            packed(blocks, threads, found[1])
+            return
+    else:
+        signature = None
     dtype = x.dtype
     if dtype not in LAYER_NORM_DTYPES or not isinstance(x, cupy.ndarray):
         raise TypeError(f"layer_norm needs CuPy arrays of float16, bfloat16, float32 or "
@@ -203,7 +230,10 @@ def layer_norm(x, weight, bias, out, eps: float) -> None:
     values[4], values[5] = length, rows
     found[3][6] = eps
     if not plan:
+        blocks = min(rows, _source.ROW_GRID_CAP)
         threads = min(1024, max(32, 1 << ((length + 3) // 4 - 1).bit_length()))
-        packed(min(rows, _source.ROW_GRID_CAP), threads, found[1])
     else:
-        packed(*_source.row_grid(plan, rows), found[1])
+        blocks, threads = _source.row_grid(plan, rows)
+    packed(blocks, threads, found[1])
+    if signature is not None:
+        _kernel_cache.remember(_launches, signature, (packed, blocks, threads, length, rows))

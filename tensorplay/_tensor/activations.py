@@ -279,7 +279,7 @@ _SOFTMAX_PLANS_KEPT = 1024
 
 def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
     if dtype is None and type(input) is Tensor and type(dim) is int:
-        plan = _softmax_plans.get((op, input._layout, dim))
+        plan = _softmax_plans.get((op, input._layout or layout_of(input), dim))
         if plan is not None:
             return _ops._execute(plan, (input,), None)
     tensor, axis = _softmax_input(op, input, dim, dtype)

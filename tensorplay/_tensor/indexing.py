@@ -227,6 +227,9 @@ def _advanced_shape(view_shape, parsed: _Parsed, counts) -> tuple[int, ...]:
 
 
 # -- reading ----------------------------------------------------------------------------------
+_PLAIN_BOUNDS = (int, type(None))   # slice bounds the quick path of getitem takes as they are
+
+
 def getitem(tensor: Tensor, key):
     """``tensor[key]``: a view for ints/slices/None/.../bools, a copy with index tensors.
 
@@ -236,6 +239,14 @@ def getitem(tensor: Tensor, key):
         ValueError: a slice step <= 0.
     """
     tensor._check_guard()
+    kind = type(key)
+    if kind is int or (kind is slice and key.step is None and
+                       type(key.start) in _PLAIN_BOUNDS and type(key.stop) in _PLAIN_BOUNDS):
+        # the common views, ``t[i]`` and ``t[a:b]`` (as _parse and _view make them, without
+        # their frames): an in-range int or a plain slice of the first dimension
+        data = tensor._data
+        if data.ndim and (kind is slice or -data.shape[0] <= key < data.shape[0]):
+            return _make_view(tensor, data[key, ...])
     parsed = _parse(tensor, key)
     view = _view(tensor, parsed)
     if not parsed.advanced:
@@ -404,7 +415,8 @@ def masked_fill(input, mask, value) -> Tensor:
     """A copy with ``value`` where ``mask`` (broadcast to the tensor's shape) is true."""
     kind = type(value)
     if type(input) is Tensor and type(mask) is Tensor and (kind is float or kind is int):
-        found = _masked_fill_plans.get((input._layout, mask._layout, kind,
+        found = _masked_fill_plans.get((input._layout or layout_of(input),
+                                        mask._layout or layout_of(mask), kind,
                                         value.hex() if kind is float else value))
         if found is not None:
             return _ops._execute(found[0], (mask, found[1], input), None)
@@ -501,7 +513,8 @@ def index_select(input, dim: int, index) -> Tensor:
             module notes).
     """
     if type(input) is Tensor and type(index) is Tensor and type(dim) is int:
-        run = _index_select_plans.get((input._layout, dim, index._layout))
+        run = _index_select_plans.get((input._layout or layout_of(input), dim,
+                                        index._layout or layout_of(index)))
         if run is not None:
             return run(input, index)
     tensor = _tensor(input, "index_select")

@@ -401,7 +401,7 @@ _ARG_PLANS_KEPT = 1024
 
 def _arg_extreme(op: str, tensor, dim, keepdim: bool, finder: str) -> Tensor:
     if type(tensor) is Tensor and type(dim) is int and type(keepdim) is bool:
-        found = _arg_plans.get((op, tensor._layout, dim, keepdim))
+        found = _arg_plans.get((op, tensor._layout or layout_of(tensor), dim, keepdim))
         if found is not None:
             if tensor._guard is not None:
                 tensor._check_guard()

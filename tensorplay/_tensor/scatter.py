@@ -496,7 +496,9 @@ _PLANS_KEPT = 1024
 def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
     if inplace and type(input) is Tensor and type(index) is Tensor and \
             type(source) is Tensor and type(dim) is int:
-        found = _index_copy_plans.get((op, input._layout, index._layout, source._layout, dim))
+        found = _index_copy_plans.get((op, input._layout or layout_of(input),
+                                        index._layout or layout_of(index),
+                                        source._layout or layout_of(source), dim))
         if found is not None and not _reads_written(input, source):
             for value in (input, index, source):
                 if value._guard is not None:

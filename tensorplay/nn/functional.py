@@ -727,8 +727,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         # the hot path (a decode step's attention, every layer and token): a signature the
         # one-op path took before, checked then; only the gradient question is asked again
         factor = _fused_attention_calls.get((
-            query._layout, key._layout, value._layout,
-            None if attn_mask is None else attn_mask._layout, is_causal, scale, enable_gqa))
+            query._layout or layout_of(query), key._layout or layout_of(key),
+            value._layout or layout_of(value),
+            None if attn_mask is None else attn_mask._layout or layout_of(attn_mask),
+            is_causal, scale, enable_gqa))
         if factor is not None and (not _autograd.grad_mode.enabled or (
                 query._ag is key._ag is value._ag is None and
                 (attn_mask is None or attn_mask._ag is None))):

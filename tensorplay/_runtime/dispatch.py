@@ -97,7 +97,12 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
     return found
 
 
-def remember(cache: dict, key, value, limit: int) -> None:
+#: the call signatures an op's table of kept decisions holds before it starts over (the
+#: quick paths of the ops a model repeats: a model has few signatures, a sweep many)
+SIGNATURES_KEPT = 1024
+
+
+def remember(cache: dict, key, value, limit: int = SIGNATURES_KEPT) -> None:
     """Keep ``value`` under ``key`` in a per-signature cache (strides here; the op layer's
     plans), emptied first when it holds ``limit`` entries: signatures that never repeat must not
     grow it without bound."""

@@ -274,7 +274,6 @@ def _softmax_kernel(axis: int, zero_d: bool, rule, hook, log: bool):
 #: (op, the input's Layout, dim) -> the elementwise plan of a softmax without ``dtype``: a
 #: repeated call (a decode step's) goes straight to the launch, its checks done at the first
 _softmax_plans: dict = {}
-_SOFTMAX_PLANS_KEPT = 1024
 
 
 def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
@@ -290,7 +289,7 @@ def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
     if dtype is not None or type(dim) is not int:
         return _apply(op, [tensor], fn, native=native, cache=True)
     plan = _ops._plan(op, None, [tensor], None, None, None, None, fn, native)
-    _dispatch.remember(_softmax_plans, (op, layout_of(tensor), dim), plan, _SOFTMAX_PLANS_KEPT)
+    _dispatch.remember(_softmax_plans, (op, layout_of(tensor), dim), plan)
     return _ops._execute(plan, (tensor,), None)
 
 

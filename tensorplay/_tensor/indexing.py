@@ -408,7 +408,6 @@ def _fill_value(tensor: Tensor, value, op: str):
 #: -0.0 == 0.0) -> (the elementwise plan, the number as filled): a repeated masked_fill
 #: (attention's, every step) goes straight to the launch, its checks done at the first call
 _masked_fill_plans: dict = {}
-_PLANS_KEPT = 1024
 
 
 def masked_fill(input, mask, value) -> Tensor:
@@ -437,7 +436,7 @@ def masked_fill(input, mask, value) -> Tensor:
         if (kind is float or kind is int) and mask is given:   # (on the tensor's device)
             key = (layout_of(tensor), layout_of(mask), kind,
                    value.hex() if kind is float else value)
-            _dispatch.remember(_masked_fill_plans, key, (plan, operands[1]), _PLANS_KEPT)
+            _dispatch.remember(_masked_fill_plans, key, (plan, operands[1]))
         return _ops._execute(plan, operands, None)
     out = _dispatch.empty(tensor.device, tensor.shape, tensor.dtype)
     data, cond, xp = tensor._data, mask._data, _dispatch.xp_of(tensor.device)
@@ -530,8 +529,7 @@ def index_select(input, dim: int, index) -> Tensor:
         shape = tensor.shape[:axis] + (index.numel(),) + tensor.shape[axis + 1:]
     run = _index_select_launcher(tensor, axis, shape)
     if index is given and type(dim) is int:   # (the index on the tensor's device)
-        _dispatch.remember(_index_select_plans, (layout_of(tensor), dim, layout_of(index)), run,
-                           _PLANS_KEPT)
+        _dispatch.remember(_index_select_plans, (layout_of(tensor), dim, layout_of(index)), run)
     return run(tensor, index)
 
 

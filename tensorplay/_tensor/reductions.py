@@ -396,7 +396,6 @@ def amin(input, dim=(), keepdim: bool = False) -> Tensor:
 #: (op, the input's Layout, dim, keepdim) -> (the backend's launcher, the result's shape): a
 #: repeated argmax over the last dim (a decode step's choice) goes straight to the launch
 _arg_plans: dict = {}
-_ARG_PLANS_KEPT = 1024
 
 
 def _arg_extreme(op: str, tensor, dim, keepdim: bool, finder: str) -> Tensor:
@@ -431,7 +430,7 @@ def _arg_extreme(op: str, tensor, dim, keepdim: bool, finder: str) -> Tensor:
             shape = _reduced_shape(tensor.shape, axes, keepdim)
             if type(dim) is int and type(keepdim) is bool:
                 _dispatch.remember(_arg_plans, (op, layout_of(tensor), dim, keepdim),
-                                   (fast, shape), _ARG_PLANS_KEPT)
+                                   (fast, shape))
             return _launch_shaped(op, tensor, fast, shape, _dtype.int64)
 
     def body(xp, a, _axis, keepdims):

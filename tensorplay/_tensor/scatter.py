@@ -490,7 +490,6 @@ def index_add_(input, dim: int, index, source, *, alpha=1) -> Tensor:
 #: signature (``_index_copy``'s ``launch``): a repeated index_copy_ (a KV cache's write, every
 #: step) goes straight to it; only the source's overlap with the tensor is looked at per call
 _index_copy_plans: dict = {}
-_PLANS_KEPT = 1024
 
 
 def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
@@ -542,7 +541,7 @@ def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
     _transfer.check_no_overlap(tensor, op)   # an expanded view refused before a launch is kept
     if type(dim) is int:
         _dispatch.remember(_index_copy_plans, (op, layout_of(tensor), layout_of(index),
-                                               layout_of(source), dim), launch, _PLANS_KEPT)
+                                               layout_of(source), dim), launch)
     return launch(tensor, index, source)
 
 

@@ -37,6 +37,7 @@ import warnings
 import numpy as np
 
 from .. import _dtype
+from .._runtime import dispatch as _dispatch
 from .._tensor import attention as _attention, creation as _creation, linalg as _linalg
 from .._tensor import autograd as _autograd
 from .._tensor import functional as _functional
@@ -763,11 +764,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
         if attn_mask is not None:
             attn_mask = _tensor(attn_mask, "scaled_dot_product_attention", "attn_mask", 4)
         if (scale is None or type(scale) is float) and type(is_causal) is bool:
-            if len(_fused_attention_calls) >= _FUSED_ATTENTION_KEPT:
-                _fused_attention_calls.clear()
-            _fused_attention_calls[(layout_of(query), layout_of(key), layout_of(value),
-                                    None if attn_mask is None else layout_of(attn_mask),
-                                    is_causal, scale, enable_gqa)] = factor
+            _dispatch.remember(_fused_attention_calls, (
+                layout_of(query), layout_of(key), layout_of(value),
+                None if attn_mask is None else layout_of(attn_mask), is_causal, scale,
+                enable_gqa), factor)
         return _attention.attention(query, key, value, attn_mask, factor, is_causal)
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
         groups = query.shape[-3] // key.shape[-3]
@@ -793,7 +793,6 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
 #: factor, for the calls that took the one-op path (which the Layouts decide, but for the
 #: gradient question)
 _fused_attention_calls: dict = {}
-_FUSED_ATTENTION_KEPT = 1024
 
 
 def _fused_attention_applies(query: Tensor, key: Tensor, value: Tensor, mask,

@@ -475,14 +475,7 @@ def _torch_heat_rows(torch, n: int, steps: int, every: int,
     us = best_time(eager, sync)
     yield {"impl": "torch eager", "us": us, "result": result(state["out"])}
     static = (state["u0"].clone(), state["u0"].clone())
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        run(*static)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out = run(*static)
+    graph, out = peers.torch_graph(torch, lambda: run(*static), warmups=1)
     us = best_time(graph.replay, sync)
     yield {"impl": "torch CUDAGraph (unrolled steps)", "us": us, "result": result(out)}
 

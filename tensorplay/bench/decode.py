@@ -237,23 +237,8 @@ def _torch_model(torch, weights, config, device: str = "cuda", dtype=None):
 def torch_step_graph(torch, step, token, pos):
     """``(graph, chosen)``: torch's decode ``step`` (from :func:`_torch_model`) and the argmax
     of its logits captured in one CUDA graph over the buffers ``token`` and ``pos``."""
-    return _torch_graph(torch, lambda: step(token, pos).argmax(-1))
-
-
-def _torch_graph(torch, fn):
-    """``(graph, result)``: ``fn()`` captured in one CUDA graph, after the warm-up on a side
-    stream that torch's capture needs (gpt-fast's recipe)."""
     with torch.no_grad():
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                fn()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            result = fn()
-    return graph, result
+        return peers.torch_graph(torch, lambda: step(token, pos).argmax(-1))
 
 
 def _torch_rows(torch, weights, config, prompt, case, prefill_case):
@@ -313,7 +298,8 @@ def _torch_rows(torch, weights, config, prompt, case, prefill_case):
         prefill(tokens)
         yield {"case": prefill_case, "impl": "torch eager (SDPA, flash attention)",
                "us": time_per_call(lambda: prefill(tokens), sync, 1, 5, 10)}
-    graph, _ = _torch_graph(torch, lambda: prefill(tokens))
+    with torch.no_grad():
+        graph, _ = peers.torch_graph(torch, lambda: prefill(tokens))
     graph.replay()
     yield {"case": prefill_case, "impl": "torch prefill in one CUDAGraph",
            "us": time_per_call(graph.replay, sync, 1, 5, 0)}

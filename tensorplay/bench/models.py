@@ -70,15 +70,7 @@ def _torch_mlp_rows(torch, calls: int):
     yield {"impl": "torch eager", "us": time_per_call(
         lambda: torch_forward(xs[next(counter) % 4]), torch.cuda.synchronize, calls)}
     static_x = xs[0].clone()
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            torch_forward(static_x)
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        torch_forward(static_x)
+    graph, _ = peers.torch_graph(torch, lambda: torch_forward(static_x))
 
     def replay():
         static_x.copy_(xs[next(counter) % 4])

@@ -51,6 +51,21 @@ def _torch_cuda():
     return torch
 
 
+def torch_graph(torch, fn, warmups: int = 3):
+    """``(graph, result)``: ``fn()`` captured in one torch CUDA graph, after ``warmups`` calls
+    on a side stream, which torch's capture needs (its recipe, as gpt-fast's)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(warmups):
+            fn()
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        result = fn()
+    return graph, result
+
+
 def replay_peers(graph, stream):
     """Raw cudaGraphLaunch of tensorplay's own executable, torch and CuPy graphs of one kernel."""
     if not _gpu():

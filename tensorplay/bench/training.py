@@ -105,15 +105,7 @@ def _torch_rows(torch, batch: int, calls: int, eager_us: float | None = None):
         yield {"impl": "torch eager", "us": eager_us,
                "note": "timed in turns with tensorplay eager"}
     step, _, _ = training_step(torch, "cuda", batch, capturable=True)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        for _ in range(3):
-            step()
-    torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        step()
+    graph, _ = peers.torch_graph(torch, step)
     yield {"impl": "torch whole step in one CUDAGraph",
            "us": time_per_call(graph.replay, torch.cuda.synchronize, calls)}
     impl = 'torch.compile(mode="reduce-overhead")'

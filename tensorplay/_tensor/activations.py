@@ -277,8 +277,11 @@ _softmax_plans: dict = {}
 
 
 def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
-    if dtype is None and type(input) is Tensor and type(dim) is int:
-        plan = _softmax_plans.get((op, input._layout or layout_of(input), dim))
+    # the key of a call that may keep its plan (no dtype, an int dim), None otherwise
+    key = (op, input._layout or layout_of(input), dim) \
+        if dtype is None and type(input) is Tensor and type(dim) is int else None
+    if key is not None:
+        plan = _softmax_plans.get(key)
         if plan is not None:
             return _ops._execute(plan, (input,), None)
     tensor, axis = _softmax_input(op, input, dim, dtype)
@@ -286,10 +289,10 @@ def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
         return tensor.clone()
     hook = _hook(tensor, "softmax") if tensor.ndim else None
     fn, native = _softmax_kernel(axis, tensor.ndim == 0, rule, hook, op == "log_softmax")
-    if dtype is not None or type(dim) is not int:
+    if key is None:
         return _apply(op, [tensor], fn, native=native, cache=True)
     plan = _ops._plan(op, None, [tensor], None, None, None, None, fn, native)
-    _dispatch.remember(_softmax_plans, (op, layout_of(tensor), dim), plan)
+    _dispatch.remember(_softmax_plans, key, plan)
     return _ops._execute(plan, (tensor,), None)
 
 

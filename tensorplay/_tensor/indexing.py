@@ -413,10 +413,13 @@ _masked_fill_plans: dict = {}
 def masked_fill(input, mask, value) -> Tensor:
     """A copy with ``value`` where ``mask`` (broadcast to the tensor's shape) is true."""
     kind = type(value)
-    if type(input) is Tensor and type(mask) is Tensor and (kind is float or kind is int):
-        found = _masked_fill_plans.get((input._layout or layout_of(input),
-                                        mask._layout or layout_of(mask), kind,
-                                        value.hex() if kind is float else value))
+    # the key of a call that may keep its plan (tensors, a Python number), None otherwise
+    key = (input._layout or layout_of(input), mask._layout or layout_of(mask), kind,
+           value.hex() if kind is float else value) \
+        if type(input) is Tensor and type(mask) is Tensor and (kind is float or kind is int) \
+        else None
+    if key is not None:
+        found = _masked_fill_plans.get(key)
         if found is not None:
             return _ops._execute(found[0], (mask, found[1], input), None)
     tensor = _tensor(input, "masked_fill")
@@ -433,9 +436,7 @@ def masked_fill(input, mask, value) -> Tensor:
         operands = (mask, fill.item(), tensor)
         plan = _ops._plan("masked_fill", None, operands, None, None, None, None,
                           _masked_fill_formula, "where", _tensor_dtype)
-        if (kind is float or kind is int) and mask is given:   # (on the tensor's device)
-            key = (layout_of(tensor), layout_of(mask), kind,
-                   value.hex() if kind is float else value)
+        if key is not None and mask is given:   # (the mask on the tensor's device)
             _dispatch.remember(_masked_fill_plans, key, (plan, operands[1]))
         return _ops._execute(plan, operands, None)
     out = _dispatch.empty(tensor.device, tensor.shape, tensor.dtype)
@@ -511,9 +512,10 @@ def index_select(input, dim: int, index) -> Tensor:
             ones too, as PyTorch): on cpu at once, on sim at the next sync (``scatter.py``'s
             module notes).
     """
-    if type(input) is Tensor and type(index) is Tensor and type(dim) is int:
-        run = _index_select_plans.get((input._layout or layout_of(input), dim,
-                                        index._layout or layout_of(index)))
+    key = (input._layout or layout_of(input), dim, index._layout or layout_of(index)) \
+        if type(input) is Tensor and type(index) is Tensor and type(dim) is int else None
+    if key is not None:
+        run = _index_select_plans.get(key)
         if run is not None:
             return run(input, index)
     tensor = _tensor(input, "index_select")
@@ -528,8 +530,8 @@ def index_select(input, dim: int, index) -> Tensor:
     else:
         shape = tensor.shape[:axis] + (index.numel(),) + tensor.shape[axis + 1:]
     run = _index_select_launcher(tensor, axis, shape)
-    if index is given and type(dim) is int:   # (the index on the tensor's device)
-        _dispatch.remember(_index_select_plans, (layout_of(tensor), dim, layout_of(index)), run)
+    if key is not None and index is given:   # (the index on the tensor's device)
+        _dispatch.remember(_index_select_plans, key, run)
     return run(tensor, index)
 
 

@@ -399,8 +399,10 @@ _arg_plans: dict = {}
 
 
 def _arg_extreme(op: str, tensor, dim, keepdim: bool, finder: str) -> Tensor:
-    if type(tensor) is Tensor and type(dim) is int and type(keepdim) is bool:
-        found = _arg_plans.get((op, tensor._layout or layout_of(tensor), dim, keepdim))
+    key = (op, tensor._layout or layout_of(tensor), dim, keepdim) \
+        if type(tensor) is Tensor and type(dim) is int and type(keepdim) is bool else None
+    if key is not None:
+        found = _arg_plans.get(key)
         if found is not None:
             if tensor._guard is not None:
                 tensor._check_guard()
@@ -428,9 +430,8 @@ def _arg_extreme(op: str, tensor, dim, keepdim: bool, finder: str) -> Tensor:
             finder, tensor.shape, axis, tensor.dtype.numpy, None, np.dtype(np.int64))
         if fast is not None:
             shape = _reduced_shape(tensor.shape, axes, keepdim)
-            if type(dim) is int and type(keepdim) is bool:
-                _dispatch.remember(_arg_plans, (op, layout_of(tensor), dim, keepdim),
-                                   (fast, shape))
+            if key is not None:
+                _dispatch.remember(_arg_plans, key, (fast, shape))
             return _launch_shaped(op, tensor, fast, shape, _dtype.int64)
 
     def body(xp, a, _axis, keepdims):

@@ -493,11 +493,12 @@ _index_copy_plans: dict = {}
 
 
 def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
-    if inplace and type(input) is Tensor and type(index) is Tensor and \
-            type(source) is Tensor and type(dim) is int:
-        found = _index_copy_plans.get((op, input._layout or layout_of(input),
-                                        index._layout or layout_of(index),
-                                        source._layout or layout_of(source), dim))
+    key = (op, input._layout or layout_of(input), index._layout or layout_of(index),
+           source._layout or layout_of(source), dim) \
+        if inplace and type(input) is Tensor and type(index) is Tensor and \
+        type(source) is Tensor and type(dim) is int else None
+    if key is not None:
+        found = _index_copy_plans.get(key)
         if found is not None and not _reads_written(input, source):
             for value in (input, index, source):
                 if value._guard is not None:
@@ -539,9 +540,8 @@ def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
         _dispatch.launch(device, _dispatch.named(op, kernel, shape=shape))
         return tensor
     _transfer.check_no_overlap(tensor, op)   # an expanded view refused before a launch is kept
-    if type(dim) is int:
-        _dispatch.remember(_index_copy_plans, (op, layout_of(tensor), layout_of(index),
-                                               layout_of(source), dim), launch)
+    if key is not None:
+        _dispatch.remember(_index_copy_plans, key, launch)
     return launch(tensor, index, source)
 
 

@@ -722,16 +722,19 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
             an embedding size that differs between query and key.
         TypeError: a non-Tensor argument.
     """
-    if type(query) is Tensor and type(key) is Tensor and type(value) is Tensor and \
-            (attn_mask is None or type(attn_mask) is Tensor) and dropout_p == 0.0 and \
-            (scale is None or type(scale) is float) and type(is_causal) is bool:
-        # the hot path (a decode step's attention, every layer and token): a signature the
-        # one-op path took before, checked then; only the gradient question is asked again
-        factor = _fused_attention_calls.get((
-            query._layout or layout_of(query), key._layout or layout_of(key),
-            value._layout or layout_of(value),
-            None if attn_mask is None else attn_mask._layout or layout_of(attn_mask),
-            is_causal, scale, enable_gqa))
+    # the hot path (a decode step's attention, every layer and token): a signature the one-op
+    # path took before, checked then; only the gradient question is asked again. ``signature``
+    # is None for a call whose arguments cannot key the table.
+    signature = (
+        query._layout or layout_of(query), key._layout or layout_of(key),
+        value._layout or layout_of(value),
+        None if attn_mask is None else attn_mask._layout or layout_of(attn_mask),
+        is_causal, scale, enable_gqa) \
+        if type(query) is Tensor and type(key) is Tensor and type(value) is Tensor and \
+        (attn_mask is None or type(attn_mask) is Tensor) and dropout_p == 0.0 and \
+        (scale is None or type(scale) is float) and type(is_causal) is bool else None
+    if signature is not None:
+        factor = _fused_attention_calls.get(signature)
         if factor is not None and (not _autograd.grad_mode.enabled or (
                 query._ag is key._ag is value._ag is None and
                 (attn_mask is None or attn_mask._ag is None))):
@@ -763,11 +766,8 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
     if dropout_p == 0.0 and _fused_attention_applies(query, key, value, attn_mask, enable_gqa):
         if attn_mask is not None:
             attn_mask = _tensor(attn_mask, "scaled_dot_product_attention", "attn_mask", 4)
-        if (scale is None or type(scale) is float) and type(is_causal) is bool:
-            _dispatch.remember(_fused_attention_calls, (
-                layout_of(query), layout_of(key), layout_of(value),
-                None if attn_mask is None else layout_of(attn_mask), is_causal, scale,
-                enable_gqa), factor)
+        if signature is not None:
+            _dispatch.remember(_fused_attention_calls, signature, factor)
         return _attention.attention(query, key, value, attn_mask, factor, is_causal)
     if enable_gqa and query.ndim >= 3 and key.shape[-3] != query.shape[-3]:
         groups = query.shape[-3] // key.shape[-3]

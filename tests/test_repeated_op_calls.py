@@ -1,8 +1,9 @@
 """The ops a decode step repeats (softmax, layer_norm, masked_fill, index_select, index_copy_,
-argmax, addmm) keep what they decided at the first call of a signature and go straight to the
-launch afterwards: a repeated call must still give the right values for new data, tell apart
-what the signature does not show (the fill value, a source overlapping the written tensor),
-refuse bad arguments of another signature, and still check a compiled output's guard."""
+argmax, addmm, the views, writes through a basic index) keep what they decided at the first
+call of a signature and go straight to the launch afterwards: a repeated call must still give
+the right values for new data, tell apart what the signature does not show (the fill value, a
+source overlapping the written tensor), refuse bad arguments of another signature, and still
+check a compiled output's guard."""
 
 import numpy as np
 import pytest
@@ -128,7 +129,8 @@ def test_attention_records_a_gradient_after_calls_that_needed_none(device):
 
 @requires_accelerator
 @pytest.mark.parametrize("call", ["softmax", "layer_norm", "masked_fill", "index_select",
-                                  "argmax", "index_copy_", "attention"])
+                                  "argmax", "index_copy_", "attention", "view", "unsqueeze",
+                                  "permute", "setitem"])
 def test_a_stale_compiled_output_is_refused_on_the_quick_path(call):
     dev = accelerator_device(0)
     shape = (1, 1, 2, 4) if call == "attention" else (2, 4)
@@ -144,10 +146,102 @@ def test_a_stale_compiled_output_is_refused_on_the_quick_path(call):
              "index_select": lambda x: x.index_select(0, index),
              "argmax": lambda x: x.argmax(-1),
              "index_copy_": lambda x: x.index_copy_(0, index, tp.ones(1, 4, device=dev)),
-             "attention": lambda x: F.scaled_dot_product_attention(x, other, other)}
+             "attention": lambda x: F.scaled_dot_product_attention(x, other, other),
+             "view": lambda x: x.view(-1),
+             "unsqueeze": lambda x: x.unsqueeze(0),
+             "permute": lambda x: x.permute(1, 0),
+             "setitem": lambda x: x.__setitem__((slice(None), 0), tp.ones(2, device=dev))}
     first = compiled(tp.zeros(*shape, device=dev))
     calls[call](first)                             # plans the signature while still valid
     calls[call](first)
     compiled(tp.ones(*shape, device=dev))           # overwrites ``first``
     with pytest.raises(RuntimeError, match="overwritten by a later call"):
         calls[call](first)
+
+
+VIEWS = {
+    "view": lambda x: x.view(4, 6),
+    "view -1": lambda x: x.view(-1, 3),
+    "reshape": lambda x: x.reshape(6, 4),
+    "reshape of a transpose (a copy)": lambda x: x.transpose(0, 1).reshape(24),
+    "permute": lambda x: x.permute(1, 0),
+    "transpose": lambda x: x.transpose(0, 1),
+    "mT": lambda x: x.mT,
+    "unsqueeze": lambda x: x.unsqueeze(1),
+    "unsqueeze of a transpose": lambda x: x.t().unsqueeze(-1),
+    "squeeze": lambda x: x.view(1, 2, 1, 12).squeeze(),
+    "squeeze dims": lambda x: x.view(1, 2, 1, 12).squeeze((0, 2)),
+    "select": lambda x: x.select(1, -1),
+    "narrow": lambda x: x.narrow(1, 1, 3),
+    "unbind": lambda x: x.unbind(1)[2],
+    "flatten": lambda x: x.view(2, 2, 6).flatten(1),
+}
+
+
+@pytest.mark.parametrize("name", VIEWS)
+def test_repeated_views_follow_their_base(device, name):
+    """The second and third calls take the kept view: the same shape and strides as the first
+    (PyTorch's), and a view of the new base's memory, not of the first one's."""
+    view = VIEWS[name]
+    results = [view(tp.tensor(np.arange(24.0, dtype=np.float32).reshape(4, 6) + i,
+                              device=device)) for i in range(3)]
+    for i, result in enumerate(results):
+        assert result.shape == results[0].shape and result.stride() == results[0].stride()
+        expected = to_numpy(view(tp.tensor(np.arange(24.0, dtype=np.float32).reshape(4, 6) + i)))
+        np.testing.assert_array_equal(to_numpy(result), expected)
+    base = tp.zeros(4, 6, device=device)
+    result = view(base)
+    if name != "reshape of a transpose (a copy)":
+        result.fill_(7.0)   # writing through a kept view writes its base
+        assert to_numpy(base).sum() == 7.0 * result.numel()
+
+
+def test_a_kept_view_still_refuses_what_its_signature_hides(device):
+    x = tp.ones(2, 3, device=device)
+    x.unsqueeze(1), x.unsqueeze(1)
+    with pytest.raises(TypeError, match="dim must be an int"):
+        x.unsqueeze(True)          # hashes like 1
+    with pytest.raises(TypeError, match="dim must be an int"):
+        x.unsqueeze(1.0)
+    x.view(3, 2), x.view(3, 2)
+    with pytest.raises(TypeError):
+        x.view(3.0, 2)
+    with pytest.raises(RuntimeError, match="view size is not compatible"):
+        x.t().view(6)              # another layout: never the contiguous tensor's kept view
+    assert x.view(3, 2).shape == (3, 2)
+
+
+def test_repeated_writes_through_a_basic_index(device):
+    cache = tp.zeros(2, 3, 4, device=device)
+    for i in range(3):
+        value = tp.full((1, 3, 2), float(i + 1), device=device)   # a leading size-1 dim
+        cache[1, :, 1:3] = value
+        expected = np.zeros((2, 3, 4), np.float32)
+        expected[1, :, 1:3] = i + 1
+        np.testing.assert_array_equal(to_numpy(cache), expected)
+    cache[0, :, 1:3] = tp.full((3, 2), 9.0, device=device)     # another key: another write
+    assert to_numpy(cache)[0, :, 1:3].tolist() == [[9.0, 9.0]] * 3
+    with pytest.raises(RuntimeError, match="shape mismatch"):
+        cache[1, :, 1:3] = tp.ones(3, 3, device=device)           # another value layout
+    wide = tp.zeros(1, 4, device=device).expand(3, 4)
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="single memory location"):
+            wide[:, 1:3] = tp.ones(3, 2, device=device)
+
+
+@requires_accelerator
+def test_a_repeated_write_is_kept_by_a_compiled_function():
+    """tp.compile keeps a write into a tensor it did not make (a cache): the quick path of a
+    repeated write still records it."""
+    dev = accelerator_device(0)
+    cache = tp.zeros(2, 4, device=dev)
+
+    def fill(x):
+        cache[0, 1:3] = x
+        return x + 1
+    fill(tp.ones(2, device=dev))
+    fill(tp.ones(2, device=dev))
+    compiled = tp.compile(fill)
+    for value in (2.0, 3.0, 4.0):
+        compiled(tp.full((2,), value, device=dev))
+        assert to_numpy(cache)[0].tolist() == [0.0, value, value, 0.0]

@@ -301,6 +301,43 @@ def _fit_value(array, value_shape, target_shape, op: str):
     return array[(0,) * strip + (Ellipsis,)] if strip else array
 
 
+#: (tensor's Layout, the key spelled by :func:`_plain_index`, the value's Layout) -> (the xp
+#: key of the written view, the value's leading size-1 dims dropped): a repeated write of a
+#: tensor through the same basic key (a cache filled every step) skips the parsing and checks
+_kept_writes: dict = {}
+
+
+def _plain_index(key):
+    """A hashable spelling of a basic index made of ints, slices of ints, None and ``...``
+    (slices are not hashable before Python 3.12), or None for any other key."""
+    items = key if key.__class__ is tuple else (key,)
+    spelled = []
+    for item in items:
+        kind = item.__class__
+        if kind is int or item is None or item is Ellipsis:
+            spelled.append(item)
+        elif kind is slice and item.start.__class__ in _PLAIN_BOUNDS and \
+                item.stop.__class__ in _PLAIN_BOUNDS and item.step.__class__ in _PLAIN_BOUNDS:
+            spelled.append((item.start, item.stop, item.step))
+        else:
+            return None
+    return tuple(spelled)
+
+
+def _write_kept(tensor: Tensor, value: Tensor, index: tuple, strip: int) -> None:
+    """The kernel of a kept write (:data:`_kept_writes`): the checks were made by the first
+    write of this signature."""
+    value._check_guard()
+    view = tensor._data[index]
+    array = value._data[(0,) * strip + (Ellipsis,)] if strip else value._data
+    device = tensor._device
+    _transfer.note_write(Tensor._make(view, device, tensor._dtype))
+
+    def kernel():
+        view[...] = array
+    _dispatch.launch(device, _dispatch.named("index_put", kernel))
+
+
 def setitem(tensor: Tensor, key, value) -> None:
     """``tensor[key] = value``: ``value`` (a number or a tensor, on any device) is broadcast
     and cast to the tensor's dtype, then written in a kernel on the tensor's device.
@@ -310,12 +347,27 @@ def setitem(tensor: Tensor, key, value) -> None:
             broadcast to the indexed shape, or a target that is an expanded view.
     """
     tensor._check_guard()
+    kept_key = None
+    if value.__class__ is Tensor:
+        plain = _plain_index(key)
+        if plain is not None:
+            kept_key = (tensor._layout or layout_of(tensor), plain,
+                        value._layout or layout_of(value))
+            kept = _kept_writes.get(kept_key)
+            if kept is not None:
+                _write_kept(tensor, value, *kept)
+                return
     parsed = _parse(tensor, key)
     view = _view(tensor, parsed)
     array, value_shape = _value_operand(tensor, value, "__setitem__")
     _check_writable(Tensor._make(view, tensor.device, tensor.dtype), "__setitem__")
     if not parsed.advanced:
         array = _fit_value(array, value_shape, view.shape, "__setitem__")
+        if kept_key is not None and not parsed.new_dims and not parsed.empty_dims and \
+                value.device == tensor.device:
+            _dispatch.remember(_kept_writes, kept_key, (
+                tuple(parsed.basic) + (Ellipsis,),
+                len(value_shape) - array.ndim))
 
         def kernel():
             view[...] = array

@@ -87,9 +87,11 @@ def contiguous(tensor: Tensor) -> Tensor:
 
 def clone(tensor: Tensor) -> Tensor:
     """A contiguous copy on the same device."""
-    out = Tensor._make(_dispatch.empty(tensor.device, tensor.shape, tensor.dtype),
-                       tensor.device, tensor.dtype)
-    return copy_(out, tensor)
+    tensor._check_guard()
+    device, dtype, data = tensor._device, tensor._dtype, tensor._data
+    out = _dispatch.empty(device, data.shape, dtype)
+    _dispatch.launch(device, _assign_kernel(out, data))
+    return Tensor._make(out, device, dtype)
 
 
 def _assign_kernel(dst, src):
@@ -118,7 +120,13 @@ def check_no_overlap(tensor: Tensor, op: str) -> None:
                            f"written-to tensor refers to a single memory location (an "
                            f"expand()ed view?). Please clone() the tensor before performing "
                            f"the operation.")
-    if _writes.active:   # every write into an existing tensor passes here: Note [write records]
+    note_write(tensor)
+
+
+def note_write(tensor: Tensor) -> None:
+    """Record a write into an existing tensor while writes are being recorded: every such write
+    passes here (Note [write records])."""
+    if _writes.active:
         _writes.note(tensor)
 
 

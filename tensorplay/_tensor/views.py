@@ -24,7 +24,7 @@ import numpy as np
 from .._runtime import dispatch as _dispatch
 from .. import _dtype
 from . import elementwise as _ops
-from .tensor import Tensor, _normalize_dim
+from .tensor import Tensor, _normalize_dim, layout_of
 
 __all__ = ["view", "view_as", "reshape", "reshape_as", "flatten", "unflatten", "permute",
            "transpose", "swapaxes", "swapdims", "t", "adjoint", "unsqueeze", "squeeze", "expand",
@@ -142,6 +142,61 @@ def view_strides(old_shape, old_strides, new_shape):
     return tuple(new_strides)
 
 
+# -- repeated views -----------------------------------------------------------------------------
+#: (op, the tensor's Layout, the op's arguments) -> (array method, its argument, the view's
+#: Layout): how a repeated view (the same op and arguments on a tensor of the same layout, as a
+#: model's reshapes are, every layer and every step) makes its array. The first call works the
+#: view out and checks that one C-level array method gives exactly it; repeats call that method
+#: and skip the argument checks and the stride arithmetic. The method None: a reshape that
+#: copies (the copy's array reshaped).
+_kept_views: dict = {}
+
+
+def _repeat(op: str, tensor, args: tuple):
+    """The view ``op(tensor, *args)`` when a call like it was kept (a Tensor); else the key to
+    keep this call under (or None when its arguments are not plain ints, which are all that is
+    kept: ``True`` and ``1.0`` hash like ``1`` but are errors)."""
+    if type(tensor) is not Tensor:
+        return None
+    for arg in args:
+        if type(arg) is not int:
+            if type(arg) is not tuple:
+                return None
+            for size in arg:
+                if type(size) is not int:
+                    return None
+    key = (op, tensor._layout or layout_of(tensor), args)
+    kept = _kept_views.get(key)
+    if kept is None:
+        return key
+    method, argument, layout = kept
+    guard = tensor._guard
+    if guard is not None:
+        guard(tensor)
+    if method is None:   # a reshape that copies: the copy's array reshaped
+        tensor, method, guard = tensor.clone(), "reshape", None
+    out = Tensor._make(getattr(tensor._data, method)(argument), tensor._device, tensor._dtype)
+    out._guard = guard
+    out._layout = layout
+    return out
+
+
+def _keep(key, base: Tensor, view: Tensor, method: str, argument) -> Tensor:
+    """Keep ``base._data.method(argument)`` for the repeats of ``key`` when it makes exactly
+    ``view``'s array (shape, strides and first element: a reshape that would copy is not kept);
+    return ``view``."""
+    if key is not None:
+        try:
+            candidate = getattr(base._data, method)(argument)
+        except (ValueError, TypeError, IndexError, AttributeError):
+            return view
+        array = view._data
+        if candidate.shape == array.shape and candidate.strides == array.strides and \
+                Tensor._make(candidate, base._device, view._dtype).data_ptr() == view.data_ptr():
+            _dispatch.remember(_kept_views, key, (method, argument, layout_of(view)))
+    return view
+
+
 # -- reshaping --------------------------------------------------------------------------------
 def view(tensor: Tensor, *shape) -> Tensor:
     """The same memory with a new shape (one size may be -1), or ``view(dtype)``.
@@ -150,19 +205,23 @@ def view(tensor: Tensor, *shape) -> Tensor:
         RuntimeError: when the shape does not hold ``numel()`` elements, or when the tensor's
             strides cannot express it (use :func:`reshape`, which copies then).
     """
+    found = _repeat("view", tensor, shape)
+    if found.__class__ is Tensor:
+        return found
     if len(shape) == 1 and not isinstance(shape[0], (tuple, list, int, np.integer, Tensor)):
         return _view_dtype(tensor, _dtype.to_dtype(shape[0]))
     new_shape = infer_shape(_sizes(shape, "view"), tensor.numel())
     data = tensor._data
     if data.flags.c_contiguous:   # any shape views C-contiguous memory: the array's reshape
-        return _make_view(tensor, data.reshape(new_shape))
+        return _keep(found, tensor, _make_view(tensor, data.reshape(new_shape)), "reshape",
+                     new_shape)
     strides = view_strides(tensor.shape, tensor.stride(), new_shape)
     if strides is None:
         raise RuntimeError(f"view size is not compatible with input tensor's size and stride "
                            f"(at least one dimension spans across two contiguous subspaces): "
                            f"shape {tensor.shape} with strides {tensor.stride()} cannot be "
                            f"viewed as {new_shape}. Use .reshape(...) instead.")
-    return _strided(tensor, new_shape, strides)
+    return _keep(found, tensor, _strided(tensor, new_shape, strides), "reshape", new_shape)
 
 
 def _view_dtype(tensor: Tensor, dtype: _dtype.dtype) -> Tensor:
@@ -189,12 +248,18 @@ def reshape(tensor: Tensor, *shape) -> Tensor:
 
     Never reads data on the host: the copy (if any) is a kernel on the tensor's device.
     """
+    found = _repeat("reshape", tensor, shape)
+    if found.__class__ is Tensor:
+        return found
     new_shape = infer_shape(_sizes(shape, "reshape"), tensor.numel(), "reshape")
     strides = view_strides(tensor.shape, tensor.stride(), new_shape)
     if strides is not None:
-        return _strided(tensor, new_shape, strides)
+        return _keep(found, tensor, _strided(tensor, new_shape, strides), "reshape", new_shape)
     copy = tensor.clone()
-    return _strided(copy, new_shape, _dispatch.c_strides(new_shape, 1))
+    out = _strided(copy, new_shape, _dispatch.c_strides(new_shape, 1))
+    if found is not None:   # the copy is C-contiguous: its array's reshape is the view
+        _dispatch.remember(_kept_views, found, (None, new_shape, layout_of(out)))
+    return out
 
 
 def reshape_as(tensor: Tensor, other: Tensor) -> Tensor:
@@ -229,17 +294,24 @@ def unflatten(tensor: Tensor, dim: int, sizes) -> Tensor:
 # -- reordering dimensions --------------------------------------------------------------------
 def permute(tensor: Tensor, *dims) -> Tensor:
     """The dimensions in the order ``dims`` (a permutation of ``range(ndim)``)."""
+    found = _repeat("permute", tensor, dims)
+    if found.__class__ is Tensor:
+        return found
     given = _sizes(dims, "permute")
     if len(given) != tensor.ndim:
         raise RuntimeError(f"permute: the number of dims ({len(given)}, {given}) must equal "
                            f"the tensor's number of dimensions ({tensor.ndim})")
     order = _dims(given, tensor.ndim, "permute")
     xp = _dispatch.xp_of(tensor.device)
-    return _make_view(tensor, xp.transpose(tensor._data, order))
+    return _keep(found, tensor, _make_view(tensor, xp.transpose(tensor._data, order)),
+                 "transpose", order)
 
 
 def transpose(tensor: Tensor, dim0: int, dim1: int) -> Tensor:
     """Swap two dimensions."""
+    found = _repeat("transpose", tensor, (dim0, dim1))
+    if found.__class__ is Tensor:
+        return found
     ndim = tensor.ndim
     if ndim == 0:
         _normalize_dim(dim0, 0)
@@ -249,7 +321,8 @@ def transpose(tensor: Tensor, dim0: int, dim1: int) -> Tensor:
     a, b = _normalize_dim(dim0, ndim), _normalize_dim(dim1, ndim)
     order[a], order[b] = order[b], order[a]
     xp = _dispatch.xp_of(tensor.device)
-    return _make_view(tensor, xp.transpose(tensor._data, order))
+    return _keep(found, tensor, _make_view(tensor, xp.transpose(tensor._data, order)),
+                 "transpose", tuple(order))
 
 
 swapaxes = transpose
@@ -359,15 +432,24 @@ def unsqueeze_stride(shape, strides, dim: int) -> int:
 
 def unsqueeze(tensor: Tensor, dim: int) -> Tensor:
     """A size-1 dimension inserted at ``dim`` (``-ndim-1 <= dim <= ndim``)."""
+    found = _repeat("unsqueeze", tensor, (dim,))
+    if found.__class__ is Tensor:
+        return found
     dim = _normalize_dim(dim, tensor.ndim + 1)
     shape, strides = tensor.shape, tensor.stride()
-    return _strided(tensor, shape[:dim] + (1,) + shape[dim:],
-                    strides[:dim] + (unsqueeze_stride(shape, strides, dim),) + strides[dim:])
+    new_shape = shape[:dim] + (1,) + shape[dim:]
+    return _keep(found, tensor, _strided(
+        tensor, new_shape,
+        strides[:dim] + (unsqueeze_stride(shape, strides, dim),) + strides[dim:]),
+        "reshape", tuple(new_shape))
 
 
 def squeeze(tensor: Tensor, dim=None) -> Tensor:
     """Remove size-1 dimensions: all of them, or those among ``dim`` (an int or a tuple);
     a named dim of another size is left alone, as in PyTorch."""
+    found = _repeat("squeeze", tensor, () if dim is None else (dim,))
+    if found.__class__ is Tensor:
+        return found
     ndim = tensor.ndim
     if dim is None:
         dims = set(range(ndim))
@@ -376,8 +458,9 @@ def squeeze(tensor: Tensor, dim=None) -> Tensor:
     else:
         dims = {_normalize_dim(dim, ndim)} if ndim else set()
     shape = tensor.shape
-    key = tuple(0 if d in dims and shape[d] == 1 else slice(None) for d in range(ndim))
-    return _make_view(tensor, tensor._data[key + (Ellipsis,)])
+    key = tuple([0 if d in dims and shape[d] == 1 else slice(None) for d in range(ndim)] +
+                [Ellipsis])
+    return _keep(found, tensor, _make_view(tensor, tensor._data[key]), "__getitem__", key)
 
 
 # -- broadcasting ---------------------------------------------------------------------------
@@ -439,6 +522,9 @@ def broadcast_to(tensor: Tensor, shape) -> Tensor:
 # -- slicing ----------------------------------------------------------------------------------
 def narrow(tensor: Tensor, dim: int, start: int, length: int) -> Tensor:
     """``length`` elements of ``dim`` from ``start`` (which may be negative)."""
+    found = _repeat("narrow", tensor, (dim, start, length))
+    if found.__class__ is Tensor:
+        return found
     if tensor.ndim == 0:
         raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
     dim = _normalize_dim(dim, tensor.ndim)
@@ -453,11 +539,14 @@ def narrow(tensor: Tensor, dim: int, start: int, length: int) -> Tensor:
         raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
                            f"({size}).")
     key = (slice(None),) * dim + (slice(start, start + length),)
-    return _make_view(tensor, tensor._data[key])
+    return _keep(found, tensor, _make_view(tensor, tensor._data[key]), "__getitem__", key)
 
 
 def select(tensor: Tensor, dim: int, index: int) -> Tensor:
     """The slice at ``index`` along ``dim``, with that dimension removed."""
+    found = _repeat("select", tensor, (dim, index))
+    if found.__class__ is Tensor:
+        return found
     if tensor.ndim == 0:
         raise IndexError("select() cannot be applied to a 0-dim tensor.")
     dim = _normalize_dim(dim, tensor.ndim)
@@ -467,7 +556,7 @@ def select(tensor: Tensor, dim: int, index: int) -> Tensor:
         raise IndexError(f"select(): index {index} out of range for tensor of size "
                          f"{list(tensor.shape)} at dimension {dim}")
     key = (slice(None),) * dim + (index % size, Ellipsis)  # `...`: a 0-d view, not a scalar
-    return _make_view(tensor, tensor._data[key])
+    return _keep(found, tensor, _make_view(tensor, tensor._data[key]), "__getitem__", key)
 
 
 def split(tensor: Tensor, split_size_or_sections, dim: int = 0) -> tuple[Tensor, ...]:

@@ -306,7 +306,8 @@ class Node:
 
     def release(self) -> None:
         """Free what backward needed (saved tensors), as PyTorch does without retain_graph."""
-        if self.ctx is not None and self.ctx.saves_anything():
+        ctx = self.ctx
+        if ctx is not None and ctx._saved:   # (Context.saves_anything, inlined)
             self.freed = True
             self.ctx = None
 
@@ -467,29 +468,40 @@ class Context:
     def saves_anything(self) -> bool:
         return bool(self._saved)
 
+    def reading(self) -> "Context":
+        """This context for one application of its node: what the formulas read is kept on it
+        from the first read on (a saved tensor is version-checked once per application, when
+        it is first read, not at every read)."""
+        reading = object.__new__(Context)
+        reading.__dict__.update(self.__dict__)
+        return reading
+
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
         key = self._first if name == "self" else name
         saved = self._saved.get(key)
         if saved is not None:
-            if isinstance(saved, list):
-                return [s.unpack(self._op) for s in saved]
-            return saved.unpack(self._op)
-        try:
-            value = self._arguments[key]
-        except KeyError:
-            raise AttributeError(f"{self._op}: its derivative reads argument {name!r}, "
-                                 f"which the op does not have") from None
-        if type(value) is Tensor:   # an alias outside autograd: the formulas' ops run plain
-            return value._alias()
+            value = [s.unpack(self._op) for s in saved] if isinstance(saved, list) else \
+                saved.unpack(self._op)
+        else:
+            try:
+                value = self._arguments[key]
+            except KeyError:
+                raise AttributeError(f"{self._op}: its derivative reads argument {name!r}, "
+                                     f"which the op does not have") from None
+            if type(value) is Tensor:   # an alias outside autograd: the formulas run plain
+                value = value._alias()
+        self.__dict__[name] = value   # the next read is a plain attribute (see ``reading``)
         return value
 
     def get(self, name: str, default=None):
-        key = self._first if name == "self" else name
-        if key not in self._saved and key not in self._arguments:
-            return default   # an argument the call left out (no exception raised and caught)
-        value = getattr(self, name)
+        value = self.__dict__.get(name)
+        if value is None:
+            key = self._first if name == "self" else name
+            if key not in self._saved and key not in self._arguments:
+                return default   # an argument the call left out (no exception raised, caught)
+            value = getattr(self, name)
         return default if value is None else value
 
 
@@ -525,28 +537,6 @@ class _Binder:
 
 
 _binders: dict[Any, _Binder] = {}
-
-
-def _bind(fn, args, kwargs) -> tuple[dict, str]:
-    binder = _binders.get(fn)
-    if binder is None:
-        binder = _binders[fn] = _Binder(fn)
-    return binder.bind(args, kwargs), binder.first
-
-
-def _tensor_inputs(arguments: dict):
-    """(name, index or None, tensor) of every Tensor argument, lists of tensors included."""
-    for name, value in arguments.items():
-        if type(value) is Tensor:
-            yield name, None, value
-        elif isinstance(value, (list, tuple)):
-            for index, item in enumerate(value):
-                if type(item) is Tensor:
-                    yield name, index, item
-        elif isinstance(value, dict) and name == "kwargs":
-            for key, item in value.items():
-                if type(item) is Tensor:
-                    yield key, None, item
 
 
 def _any_requires_grad(args, kwargs) -> bool:
@@ -612,12 +602,28 @@ def dispatch(op: str, fn: Callable, args: tuple, kwargs: dict, inplace: bool = F
         elif rule is not None and _is_view(rule, args):
             _link_views(args[0], result, fn, args, kwargs)
         return result
-    if kwargs.get("out") is not None:
+    if kwargs and kwargs.get("out") is not None:
         raise RuntimeError(f"{op}(): functions with out=... arguments don't support automatic "
                            f"differentiation, but one of the arguments requires grad")
-    arguments, first = _bind(fn, args, kwargs)
-    inputs = [(name, index, tensor) for name, index, tensor in _tensor_inputs(arguments)
-              if tensor._ag is not None and tensor._ag.requires_grad]
+    binder = _binders.get(fn)
+    if binder is None:
+        binder = _binders[fn] = _Binder(fn)
+    arguments, first = binder.bind(args, kwargs), binder.first
+    # (name, index within a list or None, tensor) of every argument that requires grad
+    inputs: list[tuple[str, int | None, Tensor]] = []
+    for name, value in arguments.items():
+        if type(value) is Tensor:
+            m = value._ag
+            if m is not None and m.requires_grad:
+                inputs.append((name, None, value))
+        elif isinstance(value, (list, tuple)):
+            for index, item in enumerate(value):
+                if type(item) is Tensor and item._ag is not None and item._ag.requires_grad:
+                    inputs.append((name, index, item))
+        elif name == "kwargs" and isinstance(value, dict):
+            for key, item in value.items():
+                if type(item) is Tensor and item._ag is not None and item._ag.requires_grad:
+                    inputs.append((key, None, item))
     saved: dict = {}
     if rule is not None:
         for name in rule.saves:
@@ -630,7 +636,11 @@ def dispatch(op: str, fn: Callable, args: tuple, kwargs: dict, inplace: bool = F
             elif isinstance(value, (list, tuple)) and value and type(value[0]) is Tensor:
                 saved[key] = [SavedTensor(item) for item in value]
     next_edges = [edge(tensor) for _, _, tensor in inputs]   # before an in-place op moves them
-    result = _run(fn, args, kwargs)
+    grad_mode.enabled = False   # the forward records nothing inside (_run, inlined)
+    try:
+        result = fn(*args, **kwargs)
+    finally:
+        grad_mode.enabled = True
     if inplace:
         _bump(args[0])   # before the result is saved: the saved version is the new one
     outputs = result if isinstance(result, tuple) else (result,)
@@ -638,23 +648,31 @@ def dispatch(op: str, fn: Callable, args: tuple, kwargs: dict, inplace: bool = F
     if rule is not None and "result" in rule.saves:
         saved["result"] = SavedTensor(tensors[0]) if len(tensors) == 1 else \
             [SavedTensor(t) for t in tensors]
-    ctx = Context(op, arguments, first, saved)
-    node = Node(op, _apply_rule if rule is not None else _not_implemented, ctx, next_edges,
+    # shapes as the arrays' plain tuples: the tensors were just used, their guards are passed
+    node = Node(op, _apply_rule if rule is not None else _not_implemented,
+                Context(op, arguments, first, saved), next_edges,
                 [("self" if name == first else name, index) for name, index, _ in inputs],
-                [(t.shape, t._dtype, t._device) for t in tensors],
-                [(t.shape, t._dtype) for _, _, t in inputs])
+                [(t._data.shape, t._dtype, t._device) for t in tensors],
+                [(t._data.shape, t._dtype) for _, _, t in inputs])
     if inplace:
         _rebase(args[0], node)
         return result
-    given = {id(tensor) for _, _, tensor in inputs}
     for number, out in enumerate(tensors):
         # an op may hand back its input itself (``to`` its own dtype, ``contiguous``): that
         # tensor keeps its own history
-        if _differentiable_dtype(out._dtype) and id(out) not in given:
-            m = meta(out)
-            m.requires_grad = True
+        if not _differentiable_dtype(out._dtype):
+            continue
+        for _, _, tensor in inputs:
+            if out is tensor:
+                break
+        else:
+            m = out._ag
+            if m is None:
+                m = out._ag = AutogradMeta(True)
+            else:
+                m.requires_grad = True
             m.grad_fn, m.output_nr = node, number
-    if rule is not None and _is_view(rule, args):
+    if rule is not None and rule.view and _is_view(rule, args):
         _link_views(args[0], result, fn, args, kwargs)
     return result
 
@@ -727,7 +745,7 @@ ops = _Ops()
 
 def _apply_rule(node: Node, grads: list) -> list:
     rule = RULES[node.op]
-    ctx = node.ctx
+    ctx = node.ctx.reading()
     if rule.multi:
         grad_in = [g if g is not None else _zeros(*out) for g, out in zip(grads, node.outputs)]
     else:
@@ -756,7 +774,7 @@ def _apply_rule(node: Node, grads: list) -> list:
         value = cache[name]
         value = value[index] if index is not None else value
         if value is not None:
-            if tuple(value.shape) != tuple(shape):
+            if value._data.shape != shape:   # (the input's array shape, a plain tuple)
                 value = ops.sum_to(value, shape)
             if value._dtype is not dtype:
                 value = value.to(dtype)
@@ -776,7 +794,7 @@ def _accumulate_directly(write: Callable, ctx, grad, sink: AccumulateGrad, shape
     target, overwrite = m.grad, False
     if target is None:
         target, overwrite = m.grad_home, True
-    if target is None or target._dtype is not dtype or tuple(target.shape) != tuple(shape) or \
+    if target is None or target._dtype is not dtype or target._data.shape != shape or \
             not target.is_contiguous():
         return False
     if not write(ctx, grad, target, overwrite):

@@ -39,10 +39,11 @@ def sum_to(grad: Tensor, shape) -> Tensor:
     lead = len(have) - len(shape)
     if lead < 0:
         return grad.reshape(shape)
-    kept = [lead + i for i, size in enumerate(shape) if size == 1 and have[lead + i] != 1]
+    # dims as tuples: a sum over a tuple keeps its plan per signature (a list is not hashable)
+    kept = tuple([lead + i for i, size in enumerate(shape) if size == 1 and have[lead + i] != 1])
     if not kept:   # leading dimensions only (a bias): one sum, no reshape
-        return _reductions.sum(grad, list(range(lead)))
-    grad = _reductions.sum(grad, list(range(lead)) + kept, keepdim=True)
+        return _reductions.sum(grad, tuple(range(lead)))
+    grad = _reductions.sum(grad, tuple(range(lead)) + kept, keepdim=True)
     return grad.reshape(shape) if tuple(grad.shape) != shape else grad
 
 
@@ -404,14 +405,14 @@ def _transposed(x: Tensor) -> Tensor:
 
 
 def _matmul_grad_a(a: Tensor, b: Tensor, g: Tensor) -> Tensor:
-    if a.ndim == 2 and b.ndim == 2:   # the common case, without the reshapes
+    if a._data.ndim == 2 and b._data.ndim == 2:   # the common case, without the reshapes
         return _linalg.matmul(g, _transposed(b))
     a2, b2, g2 = _matmul_operands(a, b, g)
     return sum_to(_linalg.matmul(g2, b2.mT), a2.shape).reshape(a.shape)
 
 
 def _matmul_grad_b(a: Tensor, b: Tensor, g: Tensor) -> Tensor:
-    if a.ndim == 2 and b.ndim == 2:
+    if a._data.ndim == 2 and b._data.ndim == 2:
         return _linalg.matmul(_transposed(a), g)
     a2, b2, g2 = _matmul_operands(a, b, g)
     if a2.ndim > 2 and b2.ndim == 2:   # a batch against one matrix: one product, not a sum
@@ -431,7 +432,7 @@ def _second(c):
 def _accumulate_grad_b(a: Tensor, b: Tensor, g: Tensor, target: Tensor, overwrite: bool,
                        alpha=1) -> bool:
     """``target += a.mT @ g`` (``overwrite``: ``=``) in one product, for 2-D operands."""
-    if a.ndim != 2 or b.ndim != 2 or g.ndim != 2 or alpha != 1:
+    if a._data.ndim != 2 or b._data.ndim != 2 or g._data.ndim != 2 or alpha != 1:
         return False
     return _linalg.accumulate_product_(target, _transposed(a), g, overwrite)
 

@@ -301,9 +301,10 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
             plan.scalar_type = result.numpy.type
     elif not plan.mixed and arrays_match and not extra_kwargs and type(ufunc_name) is str:
         plan.fast = _backend_kernel(device, op, compute, kinds, operands, shape, out, result)
-    # a backend's own launcher over arrays only touches no NumPy: nothing to silence
-    plan.launch = _dispatch.launch_native if plan.fast is not None and plan.arrays_only and \
-        not callable(native) else _dispatch.launch
+    # a backend's own launcher over arrays only (its elementwise kernel, or a callable
+    # ``native``: its softmax or layer_norm hook) touches no NumPy: nothing to silence
+    plan.launch = _dispatch.launch_native if plan.fast is not None and plan.arrays_only \
+        else _dispatch.launch
     return plan
 
 

@@ -295,8 +295,9 @@ def fused_matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str | No
         kernel = functools.partial(plan.epilogue, a._data, b._data, out,
                                    bias._data,  # type: ignore[union-attr]
                                    plan.fused, product.precision)
-        _dispatch.launch(product.device, _dispatch.named(plan.name, kernel,
-                                                         shape=product.shape))
+        # _dispatch.named, inlined; the product's launch (an accelerator's touches no NumPy)
+        kernel.__name__, kernel.tp_attrs = plan.name, product.attrs  # type: ignore[attr-defined]
+        product.launch(product.device, kernel)
         result = Tensor._make(out, product.device, product.dtype)
     else:
         result = _launch_matmul(op, a, b, None, product)
@@ -338,7 +339,8 @@ def fused_matmul_residual(a: Tensor, b: Tensor, bias: Tensor | None, residual: T
     kernel = functools.partial(plan.epilogue, a._data, b._data, out,
                                None if bias is None else bias._data, residual._data,
                                product.precision)
-    _dispatch.launch(product.device, _dispatch.named(plan.name, kernel, shape=product.shape))
+    kernel.__name__, kernel.tp_attrs = plan.name, product.attrs   # type: ignore[attr-defined]
+    product.launch(product.device, kernel)
     return Tensor._make(out, product.device, product.dtype)
 
 

@@ -486,10 +486,25 @@ def index_add_(input, dim: int, index, source, *, alpha=1) -> Tensor:
     return _index_add("index_add_", input, dim, index, source, alpha, True)
 
 
-#: (op, the tensor's, index's and source's Layouts, dim) -> the in-place launch of that
-#: signature (``_index_copy``'s ``launch``): a repeated index_copy_ (a KV cache's write, every
-#: step) goes straight to it; only the source's overlap with the tensor is looked at per call
+#: (op, the tensor's, index's and source's Layouts, dim) -> (the in-place launch of that
+#: signature, ``_index_copy``'s ``launch``; the bytes the tensor and the source span around their
+#: first elements, :func:`_spans`): a repeated index_copy_ (a KV cache's write, every step) goes
+#: straight to it; only the source's overlap with the tensor is looked at per call, from the two
+#: addresses and the kept spans
 _index_copy_plans: dict = {}
+
+
+def _spans(target: Tensor, source: Tensor) -> tuple[int, int, int, int] | None:
+    """``(low, high)`` of ``target``'s bytes, then of ``source``'s, each relative to the
+    address of its first element (what a layout decides), or None when either is empty."""
+    spans = []
+    for tensor in (target, source):
+        extent = _writes.extent(tensor)
+        if extent is None:
+            return None
+        first = tensor.data_ptr()
+        spans += [extent[1] - first, extent[2] - first]
+    return spans[0], spans[1], spans[2], spans[3]
 
 
 def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
@@ -499,11 +514,17 @@ def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
         type(source) is Tensor and type(dim) is int else None
     if key is not None:
         found = _index_copy_plans.get(key)
-        if found is not None and not _reads_written(input, source):
-            for value in (input, index, source):
-                if value._guard is not None:
-                    value._check_guard()
-            return found(input, index, source)
+        if found is not None:
+            kept, spans = found
+            if spans is not None:   # _reads_written from the kept spans
+                a, b = input.data_ptr(), source.data_ptr()
+                if a + spans[0] < b + spans[3] and b + spans[2] < a + spans[1]:
+                    kept = None   # the source overlaps: the general path copies it first
+            if kept is not None:
+                for value in (input, index, source):
+                    if value._guard is not None:
+                        value._check_guard()
+                return kept(input, index, source)
     tensor = _tensor(input, op)
     index = _index(index, tensor, op)
     _vector_index(op, index)
@@ -541,7 +562,7 @@ def _index_copy(op: str, input, dim, index, source, inplace: bool) -> Tensor:
         return tensor
     _transfer.check_no_overlap(tensor, op)   # an expanded view refused before a launch is kept
     if key is not None:
-        _dispatch.remember(_index_copy_plans, key, launch)
+        _dispatch.remember(_index_copy_plans, key, (launch, _spans(tensor, source)))
     return launch(tensor, index, source)
 
 

@@ -127,6 +127,20 @@ def test_a_second_backward_through_freed_buffers_raises(device):
         y.backward()
 
 
+def test_a_retained_graph_checks_its_saved_tensors_again_at_the_next_backward(device):
+    """Each backward reads the saved tensors afresh: a change in place between two backwards
+    of a retained graph is caught by the second."""
+    x = leaf([1.0, 2.0], device)
+    h = x * 1
+    y = (h * h).sum()       # mul saves h, read twice by its formulas
+    y.backward(retain_graph=True)
+    np.testing.assert_allclose(to_numpy(x.grad), [2.0, 4.0])
+    with tp.no_grad():
+        h.add_(1)
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
 def test_an_inplace_op_on_a_leaf_that_requires_grad_raises(device):
     x = leaf([1.0, 2.0], device)
     with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in "

@@ -158,3 +158,20 @@ def test_mean_of_an_empty_tensor_is_nan_without_a_warning(device):
         empty = tp.zeros(0, 3, device=device)
         assert np.isnan(empty.mean().item())
         assert np.isnan(to_numpy(empty.mean(dim=0))).all()
+
+
+@pytest.mark.parametrize("shape", [(8, 512), (4, 16384), (256, 512), (3, 200_000), (7, 5, 3)])
+@pytest.mark.parametrize("dtype", [tp.float32, tp.bfloat16, tp.float64])
+def test_mean_of_every_element(device, shape, dtype):
+    """A loss's mean over a whole tensor (on cuda one row kernel, or the mean of the rows'
+    means past one row's limit for float32/float64): float64 NumPy's value, keepdim's shape."""
+    if not supports(device, dtype):
+        pytest.skip(f"{dtype} is not supported on {device}")
+    a = offset(*shape[:2], base=3.0)[..., None].repeat(shape[2] if len(shape) > 2 else 1, -1)
+    a = a.reshape(shape)
+    t = tp.tensor(a, device=device).to(dtype)
+    exact = to_numpy(t.double()).mean()
+    rtol = 1e-2 if dtype is tp.bfloat16 else 2e-6
+    check(t.mean(), exact, dtype, rtol=rtol)
+    check(t.mean(dim=tuple(range(len(shape))), keepdim=True),
+          np.full((1,) * len(shape), exact), dtype, rtol=rtol)

@@ -140,10 +140,9 @@ class _Version:
     """A version counter, shared by a tensor and its views: in-place ops bump it, and a node
     checks at backward that the tensors it saved still have the version they had."""
 
-    __slots__ = ("value",)
-
-    def __init__(self):
-        self.value = 0
+    #: the count: 0 as a class attribute until the first bump writes the instance's own (no
+    #: ``__init__`` frame for every recorded result)
+    value = 0
 
 
 class AutogradMeta:
@@ -239,7 +238,9 @@ class SavedTensor:
     __slots__ = ("tensor", "version", "expected")
 
     def __init__(self, tensor: Tensor):
-        m = meta(tensor)
+        m = tensor._ag   # meta(tensor), inlined: the recording hot path
+        if m is None:
+            m = tensor._ag = AutogradMeta()
         self.tensor = tensor._alias()
         self.version = m.version
         self.expected = m.version.value
@@ -596,10 +597,12 @@ def dispatch(op: str, fn: Callable, args: tuple, kwargs: dict, inplace: bool = F
     rule = RULES.get(op)
     if not (grad_mode.enabled and _any_requires_grad(args, kwargs)) or (
             rule is not None and rule.nondiff):
-        result = _run(fn, args, kwargs)
+        # (inference under no_grad with a model's parameters: _run and _is_view's frames
+        # only where they do something)
+        result = _run(fn, args, kwargs) if grad_mode.enabled else fn(*args, **kwargs)
         if inplace:
             _bump(args[0])
-        elif rule is not None and _is_view(rule, args):
+        elif rule is not None and rule.view and _is_view(rule, args):
             _link_views(args[0], result, fn, args, kwargs)
         return result
     if kwargs and kwargs.get("out") is not None:

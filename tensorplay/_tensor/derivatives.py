@@ -19,6 +19,7 @@ import functools
 import math
 from typing import Callable
 
+from .. import _dtype
 from . import autograd as _ag
 from . import activations as _activations, creation as _creation, elementwise as _ops
 from . import reductions as _reductions
@@ -33,7 +34,7 @@ def sum_to(grad: Tensor, shape) -> Tensor:
     """``grad`` summed down to ``shape`` (the inverse of broadcasting ``shape`` to
     ``grad.shape``)."""
     shape = tuple(shape)
-    have = tuple(grad.shape)
+    have = grad._data.shape   # (a formula's result: its guard is passed)
     if have == shape:
         return grad
     lead = len(have) - len(shape)
@@ -754,14 +755,21 @@ def _mse_grad(c, g, sign: float):
     """One kernel: ``sign * 2 * (input - target) * grad``, over the count for the mean."""
     scale = sign * 2.0
     if c.get("reduction", "mean") == "mean":
-        scale /= max(1, math.prod(_ops._broadcast_shape("mse_loss", c.self.shape,
-                                                         c.target.shape)))
+        scale /= max(1, math.prod(_ops._broadcast_shape("mse_loss", c.self._data.shape,
+                                                         c.target._data.shape)))
+    # one program of the backend's ops (cuda: one raw kernel) for float32 and float64; a
+    # program's number operand has the operands' dtype, so a half dtype's scale would round
+    native = _MSE_BACKWARD if c.self._dtype in _WIDE_FLOATS else None
     return _ops.formula("mse_loss_backward", [c.self, c.target, g, scale], _mse_backward,
-                        cache=True)
+                        native=native, cache=True)
 
 
 def _mse_backward(xp, a, b, g, scale):
     return (a - b) * g * scale
+
+
+_MSE_BACKWARD = (("sub", (0, 1)), ("mul", (-1, 2)), ("mul", (-1, 3)))
+_WIDE_FLOATS = (_dtype.float32, _dtype.float64)
 
 
 rule("mse_loss", {"self": lambda c, g: _mse_grad(c, g, 1.0),

@@ -308,14 +308,16 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
     return plan
 
 
-def _backend_kernel(device, name: str, compute: _dtype.dtype, kinds, operands, shape, out,
+def _backend_kernel(device, name, compute: _dtype.dtype, kinds, operands, shape, out,
                     result: _dtype.dtype):
     """The backend's own one-kernel launcher for elementwise ``name`` over these operands
-    (``elementwise_kernel`` hook: cuda's raw kernels launch cheaper than CuPy's ufuncs), or
-    None: no hook, a layout it does not take (strided operands, or a broadcast other than a
-    contiguous row repeated along the leading dimensions), or no kernel for the dtypes. Then the
-    ``xp`` ufunc or formula runs."""
-    hook = _dispatch.elementwise_hook(device)
+    (``elementwise_kernel`` hook: cuda's raw kernels launch cheaper than CuPy's ufuncs; ``name``
+    a program's steps, ``((op, refs), ...)``: its ``elementwise_program`` hook), or None: no
+    hook, a layout it does not take (strided operands, or a broadcast other than a contiguous
+    row repeated along the leading dimensions), or no kernel for the dtypes. Then the ``xp``
+    ufunc or formula runs."""
+    hook = _dispatch.elementwise_hook(device) if type(name) is str else \
+        _dispatch.elementwise_program_hook(device)
     if hook is None or (out is not None and not out.is_contiguous()):
         return None
     letters = []
@@ -465,7 +467,9 @@ def formula(op: str, operands, fn, *, result=None, compute=None, out: Tensor | N
             the result dtype; float16/bfloat16 compute in float32 either way).
         native: the backend's own one-kernel form, used when every operand is an array of the
             result's dtype: a callable ``native(*arrays, out_array)``, or the op's name in the
-            backend's ``elementwise_kernel`` hook (gelu, silu, where ...).
+            backend's ``elementwise_kernel`` hook (gelu, silu, where ...), or the steps of a
+            chain of those ops for its ``elementwise_program`` hook (``((op, refs), ...)``,
+            numbers among the operands too).
         promote: ``promote(operands) -> dtype`` instead of promoting all operands (``where``
             promotes its two values, not the condition).
         cache: keep the plan for this signature and ``fn`` (Note [elementwise plans]); only

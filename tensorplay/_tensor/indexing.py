@@ -238,7 +238,8 @@ def getitem(tensor: Tensor, key):
             of the wrong shape, index tensors that do not broadcast, a float index.
         ValueError: a slice step <= 0.
     """
-    tensor._check_guard()
+    if tensor._guard is not None:
+        tensor._check_guard()
     kind = type(key)
     if kind is int or (kind is slice and key.step is None and
                        type(key.start) in _PLAIN_BOUNDS and type(key.stop) in _PLAIN_BOUNDS):

@@ -180,13 +180,18 @@ def _squared_difference(xp, a, b):
     return d * d
 
 
+#: the same as one program of the backend's elementwise ops (cuda: one raw kernel)
+_SQUARED_DIFFERENCE = (("sub", (0, 1)), ("mul", (-1, -1)))
+
+
 def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
     """``(input - target) ** 2`` (one formula kernel), then its mean or sum (one reduction)
     unless ``reduction == "none"``: recorded by autograd as ONE op whose derivative is one
     kernel, ``2 * (input - target) * grad`` (divided by the count for the mean). The caller
     (``nn.functional.mse_loss``) has checked the operands and ``reduction``. The mean of an
     empty input is NaN."""
-    loss = _ops.formula("mse_loss", [input, target], _squared_difference, cache=True)
+    loss = _ops.formula("mse_loss", [input, target], _squared_difference,
+                        native=_SQUARED_DIFFERENCE, cache=True)
     if reduction == "none":
         return loss
     if reduction == "sum":

@@ -328,20 +328,34 @@ def prod(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     return _sum_like("prod", input, dim, keepdim, dtype, "prod")
 
 
+#: (the input's Layout, dim, keepdim) -> :func:`_mean_stages` of a mean without ``dtype``: a
+#: repeated mean (a loss's, every step) goes straight to its kernels
+_mean_plans: dict = {}
+
+
 def mean(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
     """Mean over ``dim``.
 
     Raises:
         RuntimeError: for bool/integer input without a floating ``dtype=``, as in PyTorch.
     """
+    # (an int dim or None: True and 1.0 hash as 1 but are errors)
+    key = (input._layout or layout_of(input), dim, keepdim) if type(input) is Tensor and \
+        dtype is None and (dim is None or type(dim) is int) and input._guard is None else None
+    if key is not None:
+        stages = _mean_plans.get(key)
+        if stages is not None:
+            return _run_stages(input, stages)
     tensor = _check_tensor(input, "mean")
     result = tensor.dtype if dtype is None else _dtype.to_dtype(dtype)
     _need_float("mean", result)
     axes = _axes(tensor, dim, "mean")
     acc = _summing_dtype(tensor._data, axes, _accumulate(result).numpy)
-    fast = _axis_kernel("mean", tensor, axes, result, acc)
-    if fast is not None:
-        return _launch_axis_kernel("mean", tensor, fast, keepdim, axes, result)
+    stages = _mean_stages(tensor, axes, keepdim, result, acc)
+    if stages is not None:
+        if key is not None:
+            _dispatch.remember(_mean_plans, key, stages)
+        return _run_stages(tensor, stages)
 
     def body(xp, a, axis, keepdims):
         if a.size == 0:   # NaN, as PyTorch gives, without NumPy's "Mean of empty slice"
@@ -350,6 +364,56 @@ def mean(input, dim=None, keepdim: bool = False, *, dtype=None) -> Tensor:
                 return xp.mean(a, axis=axis, keepdims=keepdims, dtype=acc)
         return xp.mean(a, axis=axis, keepdims=keepdims, dtype=acc)
     return _reduce("mean", tensor, axes, keepdim, result, body)
+
+
+def _mean_stages(tensor: Tensor, axes, keepdim: bool, result: _dtype.dtype, acc):
+    """A mean as the backend's axis kernels (:func:`_axis_kernel`), ``((shape the input is
+    viewed as, launcher, result shape), ...)`` run in turn, each over the one before's result;
+    None where the backend has none for the case.
+
+    One kernel over the one reduced axis; over every element of a contiguous tensor (a loss's
+    mean: the array library's reduction costs several times its host time) the mean of its one
+    row of elements, or for float32 and float64 the mean of its rows' means (equal rows: the
+    same value; the partial means keep float32's precision, where a half dtype's would round
+    twice)."""
+    shape = _reduced_shape(tensor.shape, axes, keepdim)
+    fast = _axis_kernel("mean", tensor, axes, result, acc)
+    if fast is not None:
+        return ((tensor._data.shape, fast, shape),)
+    if not (len(axes) == tensor.ndim > 1 and result is tensor.dtype and tensor.is_contiguous()):
+        return None
+    data, device, dtype = tensor._data, tensor._device, tensor._dtype
+    flat = Tensor._make(data.reshape(-1), device, dtype)
+    fast = _axis_kernel("mean", flat, (0,), dtype, acc)
+    if fast is not None:
+        return ((flat._data.shape, fast, shape),)
+    if dtype not in (_dtype.float32, _dtype.float64):
+        return None
+    rows = Tensor._make(data.reshape(-1, data.shape[-1]), device, dtype)
+    fast = _axis_kernel("mean", rows, (1,), dtype, acc)
+    partial = (rows._data.shape[0],)
+    # (the partial means' layout, shown by as many of the input's first elements)
+    last = _axis_kernel("mean", Tensor._make(data.reshape(-1)[:partial[0]], device, dtype), (0,),
+                        dtype, acc)
+    if fast is None or last is None:
+        return None
+    return ((rows._data.shape, fast, partial), (partial, last, shape))
+
+
+def _run_stages(tensor: Tensor, stages) -> Tensor:
+    """Launch :func:`_mean_stages`' kernels over ``tensor`` into a new result."""
+    if tensor._guard is not None:
+        tensor._check_guard()
+    device, result = tensor._device, tensor._dtype
+    data = tensor._data
+    for view, fast, shape in stages:
+        out = _dispatch.empty(device, shape, result)
+        kernel = functools.partial(fast, data.reshape(view), out)
+        # _dispatch.named, inlined; the backend's own kernel touches no NumPy
+        kernel.__name__, kernel.tp_attrs = "mean", {"shape": shape}  # type: ignore[attr-defined]
+        _dispatch.launch_native(device, kernel)
+        data = out
+    return Tensor._make(data, device, result)
 
 
 def count_nonzero(input, dim=None) -> Tensor:

@@ -43,7 +43,7 @@ TENSOR_PROPERTIES = ("T", "mT", "H", "mH", "real", "imag")
 def _make_view(base: Tensor, data, dtype: _dtype.dtype | None = None) -> Tensor:
     """A Tensor over ``data`` (an xp view of ``base._data``); it inherits ``base``'s guard, so a
     view of an overwritten compiled output is refused like the output itself."""
-    out = Tensor._make(data, base.device, base.dtype if dtype is None else dtype)
+    out = Tensor._make(data, base._device, base._dtype if dtype is None else dtype)
     out._guard = base._guard
     return out
 

@@ -432,9 +432,10 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     input = _tensor(input, "mse_loss", "input", 1)
     target = _tensor(target, "mse_loss", "target", 2)
     reduction = _reduction(reduction, size_average, reduce)
-    if tuple(target.shape) != tuple(input.shape):
+    if target._data.shape != input._data.shape:
         _warn_target_size(target, input, 2)
-    _floating("mse_loss", input, _dtype.result_type(input, target))
+    _floating("mse_loss", input, input._dtype if input._dtype is target._dtype else
+              _dtype.result_type(input, target))
     return _normalization.mse_loss(input, target, reduction)
 
 

@@ -18,6 +18,7 @@ import importlib.util
 import math
 import os
 import re
+import statistics
 import sys
 import tempfile
 from pathlib import Path
@@ -28,7 +29,7 @@ import numpy as np
 import tensorplay as tp
 
 from . import peers
-from .timing import time_per_call
+from .timing import interleaved_loops, time_per_call
 
 PROMPT, NEW = 32, 128
 PREFILL = 512
@@ -98,18 +99,31 @@ def decode_case(device: str, small: bool):
                 logits = model.step(tp.tensor([token], device=device),
                                     tp.tensor([p], device=device))
                 token = int(logits.argmax(-1).item())
+    torch = peers._torch_cuda() if not small else None
+    torch_model = None
+    if torch is not None:
+        try:
+            torch_model = _torch_model(torch, weights, config)
+        except Exception:  # noqa: BLE001 - the torch rows then say why
+            torch_model = None
+    tokens = tp.tensor(np.resize(prompt, min(PREFILL, config.n_positions)), device=device)
+    # the eager steps and prefills take turns with torch's, loop by loop (as the training
+    # case's): all are host-bound, and the shared host's speed drifts during a run
     eager()
+    eager_us = _in_turns(eager, sync, torch, torch_model and _torch_generate(
+        torch, torch_model, prompt), 3, 1)
+    turns = " (timed in turns with torch eager)" if torch_model is not None else ""
     yield {"case": case, "impl": "tensorplay eager (host argmax per token)",
-           "us": time_per_call(eager, sync, 1, 2, 0) / (new + prompt_length - 1),
-           "note": "prompt and generated tokens fed one by one; time per fed token"}
+           "us": eager_us["tensorplay"] / (new + prompt_length - 1),
+           "note": f"prompt and generated tokens fed one by one; time per fed token{turns}"}
     if tp.accelerator.is_available():
         yield from _graph_rows(gpt2, model, prompt, prompt_length, new, case, sync)
-    tokens = tp.tensor(np.resize(prompt, min(PREFILL, config.n_positions)), device=device)
     with tp.no_grad():
         model.prefill(tokens)
-        yield {"case": prefill_case, "impl": "tensorplay eager",
-               "us": time_per_call(lambda: model.prefill(tokens), sync, 1, 5, 10),
-               "note": "after 10 warm-up calls (the allocator's cache settled)"}
+        prefill_us = _in_turns(lambda: model.prefill(tokens), sync, torch,
+                               torch_model and _torch_prefill(torch, torch_model, prompt), 7, 10)
+        yield {"case": prefill_case, "impl": "tensorplay eager", "us": prefill_us["tensorplay"],
+               "note": f"after 10 warm-up calls (the allocator's cache settled){turns}"}
         if tp.accelerator.is_available():
             graph = tp.accelerator.Graph()
             with graph:
@@ -125,9 +139,9 @@ def decode_case(device: str, small: bool):
                    "us": time_per_call(lambda: compiled(tokens), sync, 1, 5, 0),
                    "note": f"fused: {compiled.fused_products} products; "
                            f"{_compiled_nodes(compiled)} graph nodes"}
-    torch = peers._torch_cuda()
-    if torch is not None and not small:
-        yield from _guarded(_torch_rows(torch, weights, config, prompt, case, prefill_case),
+    if torch is not None:
+        yield from _guarded(_torch_rows(torch, torch_model, prompt, case, prefill_case,
+                                        eager_us.get("torch"), prefill_us.get("torch")),
                             case, "torch")
     if on_gpu and not small and peers._module("jax") is not None:
         yield from _guarded(_jax_rows(weights, config, prompt, case), case, "JAX")
@@ -241,24 +255,64 @@ def torch_step_graph(torch, step, token, pos):
         return peers.torch_graph(torch, lambda: step(token, pos).argmax(-1))
 
 
-def _torch_rows(torch, weights, config, prompt, case, prefill_case):
-    step, prefill, reset = _torch_model(torch, weights, config)
-    sync = torch.cuda.synchronize
-    fed = PROMPT - 1 + NEW
+def _in_turns(fn, sync, torch, torch_fn, repeats: int, warmup: int) -> dict:
+    """Median microseconds per call of ``fn`` and, where given, of torch's ``torch_fn``,
+    timed loop by loop in turns (:func:`.timing.interleaved_loops`): ``{"tensorplay": us[,
+    "torch": us]}``."""
+    impls = {"tensorplay": (fn, sync)}
+    if torch_fn is not None:
+        impls["torch"] = (torch_fn, torch.cuda.synchronize)
+    try:
+        loops = interleaved_loops(impls, 1, repeats, warmup)
+    except Exception:  # noqa: BLE001 - torch failed: its rows say so; ours are timed alone
+        if torch_fn is None:
+            raise
+        loops = interleaved_loops({"tensorplay": (fn, sync)}, 1, repeats, warmup)
+    return {name: statistics.median(total) for name, (_, total) in loops.items()}
 
-    def generate(fn):
+
+def _torch_generate(torch, model, prompt, fn=None):
+    """A call feeding the prompt and generating ``NEW`` tokens with torch's decode ``step``
+    of ``model`` (:func:`_torch_model`), or ``fn`` in its place, reading each token on the
+    host."""
+    step, _, reset = model
+    fn = step if fn is None else fn
+
+    def generate():
         reset()
         with torch.no_grad():
             for p in range(PROMPT - 1):
                 fn(torch.tensor([int(prompt[p])], device="cuda"), torch.tensor([p], device="cuda"))
             token = int(prompt[-1])
-            for p in range(PROMPT - 1, fed):
+            for p in range(PROMPT - 1, PROMPT - 1 + NEW):
                 logits = fn(torch.tensor([token], device="cuda"), torch.tensor([p], device="cuda"))
                 token = int(logits.argmax(-1).item())
-    generate(step)
+    return generate
+
+
+def _torch_prefill(torch, model, prompt):
+    """A call of torch's eager prefill of the bench's prompt with ``model``
+    (:func:`_torch_model`)."""
+    prefill = model[1]
+    tokens = torch.tensor(np.resize(prompt, PREFILL), device="cuda")
+
+    def call():
+        with torch.no_grad():
+            return prefill(tokens)
+    return call
+
+
+def _torch_rows(torch, model, prompt, case, prefill_case, eager_us=None, prefill_us=None):
+    """torch's rows; ``eager_us``/``prefill_us``: its eager generation (per call) and prefill,
+    already timed in turns with tensorplay's (None: the model failed to build there)."""
+    if model is None or eager_us is None or prefill_us is None:
+        raise RuntimeError("the torch model could not be built or run eagerly")
+    step, prefill, reset = model
+    sync = torch.cuda.synchronize
+    fed = PROMPT - 1 + NEW
     yield {"case": case, "impl": "torch eager (host argmax per token)",
-           "us": time_per_call(lambda: generate(step), sync, 1, 2, 0) / fed,
-           "note": "time per fed token"}
+           "us": eager_us / fed, "note": "time per fed token (timed in turns with tensorplay "
+                                        "eager)"}
     token_buffer = torch.zeros(1, dtype=torch.long, device="cuda")
     pos_buffer = torch.zeros(1, dtype=torch.long, device="cuda")
     graph, chosen = torch_step_graph(torch, step, token_buffer, pos_buffer)
@@ -282,22 +336,19 @@ def _torch_rows(torch, weights, config, prompt, case, prefill_case):
                "note": "skipped: TENSORPLAY_BENCH_SKIP_TORCH_COMPILE is set"}
     else:
         try:
-            compiled = torch.compile(step, mode="reduce-overhead", fullgraph=True)
+            compiled = _torch_generate(torch, model, prompt, torch.compile(
+                step, mode="reduce-overhead", fullgraph=True))
             for _ in range(2):
-                generate(compiled)
-            yield {"case": case, "impl": impl,
-                   "us": time_per_call(lambda: generate(compiled), sync, 1, 2, 0)
-                   / fed}
+                compiled()
+            yield {"case": case, "impl": impl, "us": time_per_call(compiled, sync, 1, 2, 0) / fed}
         except Exception as error:  # noqa: BLE001 - a peer that fails is a note, not a crash
             with contextlib.suppress(Exception):
                 torch._dynamo.reset()
             yield {"case": case, "impl": impl, "us": None,
                    "note": f"skipped: torch.compile failed: {peers.error_text(error)}"}
     tokens = torch.tensor(np.resize(prompt, PREFILL), device="cuda")
-    with torch.no_grad():
-        prefill(tokens)
-        yield {"case": prefill_case, "impl": "torch eager (SDPA, flash attention)",
-               "us": time_per_call(lambda: prefill(tokens), sync, 1, 5, 10)}
+    yield {"case": prefill_case, "impl": "torch eager (SDPA, flash attention)",
+           "us": prefill_us, "note": "timed in turns with tensorplay eager"}
     with torch.no_grad():
         graph, _ = peers.torch_graph(torch, lambda: prefill(tokens))
     graph.replay()

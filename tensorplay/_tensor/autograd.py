@@ -238,10 +238,10 @@ class SavedTensor:
     __slots__ = ("tensor", "version", "expected")
 
     def __init__(self, tensor: Tensor):
-        m = tensor._ag   # meta(tensor), inlined: the recording hot path
+        m = tensor._ag   # meta(tensor) and tensor._alias(), inlined: the recording hot path
         if m is None:
             m = tensor._ag = AutogradMeta()
-        self.tensor = tensor._alias()
+        self.tensor = Tensor._make(tensor._data, tensor._device, tensor._dtype)
         self.version = m.version
         self.expected = m.version.value
 
@@ -364,7 +364,7 @@ class AccumulateGrad(Node):
 
 
 def _accumulator(tensor: Tensor) -> AccumulateGrad:
-    m = meta(tensor)
+    m = tensor._ag   # (edge's caller: a tensor that requires grad has its meta)
     found = m.accumulator() if m.accumulator is not None else None
     if found is None:
         found = AccumulateGrad(tensor)

@@ -8,6 +8,11 @@ they are safe while capturing and cost no device work.
 The one exception is :func:`reshape`, which clones (a copy kernel) when the requested shape
 cannot be expressed with strides over the original memory, exactly like PyTorch.
 
+A view repeated with the same arguments on a tensor of the same layout (a model's reshapes,
+every layer and every step) costs a few frames: its first call works the view out, checks it,
+and keeps the one C-level array method that makes it (``_kept_views``); arguments other than
+plain ints always take the full path, so their errors stay what they are.
+
 .. note:: ``expand``/``broadcast_to`` views have zero strides: writing one element through them
    is allowed (it shows in every element sharing it), but in-place ops and ``__setitem__`` over
    several elements that share one memory location are refused, as in PyTorch.

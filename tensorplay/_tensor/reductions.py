@@ -405,15 +405,10 @@ def _run_stages(tensor: Tensor, stages) -> Tensor:
     if tensor._guard is not None:
         tensor._check_guard()
     device, result = tensor._device, tensor._dtype
-    data = tensor._data
     for view, fast, shape in stages:
-        out = _dispatch.empty(device, shape, result)
-        kernel = functools.partial(fast, data.reshape(view), out)
-        # _dispatch.named, inlined; the backend's own kernel touches no NumPy
-        kernel.__name__, kernel.tp_attrs = "mean", {"shape": shape}  # type: ignore[attr-defined]
-        _dispatch.launch_native(device, kernel)
-        data = out
-    return Tensor._make(data, device, result)
+        tensor = _launch_shaped("mean", Tensor._make(tensor._data.reshape(view), device, result),
+                                fast, shape, result)
+    return tensor
 
 
 def count_nonzero(input, dim=None) -> Tensor:

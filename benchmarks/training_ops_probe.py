@@ -5,25 +5,16 @@ synchronization, best of 5, all in one process. Usage: ``python3 benchmarks/trai
 [batch]`` on cuda."""
 
 import sys
-import time
 
 import numpy as np
 
 import tensorplay as tp
+from tensorplay.bench.timing import timed_loops
 
 
 def per_call(fn, sync, calls: int = 300, repeats: int = 5) -> float:
-    for _ in range(20):
-        fn()
-    sync()
-    best = float("inf")
-    for _ in range(repeats):
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        sync()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
-    return best
+    """The best of ``repeats`` loops of ``calls`` calls, each loop ending in ``sync``."""
+    return min(timed_loops(fn, sync, calls, repeats, 20)[1])
 
 
 def ops(lib, device, batch: int, grad: bool):

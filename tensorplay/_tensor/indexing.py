@@ -333,10 +333,7 @@ def _write_kept(tensor: Tensor, value: Tensor, index: tuple, strip: int) -> None
     array = value._data[(0,) * strip + (Ellipsis,)] if strip else value._data
     device = tensor._device
     _transfer.note_write(Tensor._make(view, device, tensor._dtype))
-
-    def kernel():
-        view[...] = array
-    _dispatch.launch(device, _dispatch.named("index_put", kernel))
+    _dispatch.launch(device, _transfer.assign_kernel(device, view, array, "index_put"))
 
 
 def setitem(tensor: Tensor, key, value) -> None:
@@ -369,9 +366,9 @@ def setitem(tensor: Tensor, key, value) -> None:
             _dispatch.remember(_kept_writes, kept_key, (
                 tuple(parsed.basic) + (Ellipsis,),
                 len(value_shape) - array.ndim))
-
-        def kernel():
-            view[...] = array
+        kernel = _transfer.assign_kernel(tensor.device if value.__class__ is Tensor and
+                                         value.device == tensor.device else None,
+                                         view, array, "index_put")
     elif _single_mask(parsed) and _prod(value_shape) == 1:
         kernel = _masked_write(tensor, view, parsed, array, value_shape)
     else:

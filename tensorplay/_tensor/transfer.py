@@ -90,14 +90,34 @@ def clone(tensor: Tensor) -> Tensor:
     tensor._check_guard()
     device, dtype, data = tensor._device, tensor._dtype, tensor._data
     out = _dispatch.empty(device, data.shape, dtype)
-    _dispatch.launch(device, _assign_kernel(out, data))
+    _dispatch.launch(device, assign_kernel(device, out, data, "copy", shape=data.shape))
     return Tensor._make(out, device, dtype)
 
 
-def _assign_kernel(dst, src):
-    def kernel():
-        dst[...] = src
-    return _dispatch.named("copy", kernel, shape=tuple(dst.shape))
+#: device -> its backend's one-kernel ``copy`` hook, or None (host, sim: ``dst[...] = src``)
+_copy_hooks: dict = {}
+
+
+def assign_kernel(device, dst, src, name: str, **attrs):
+    """A kernel writing the ``xp`` array ``src`` into ``dst`` (broadcast and cast as
+    ``dst[...] = src``), named ``name`` (``attrs`` as :func:`dispatch.named`). On an
+    accelerator ``device`` whose backend offers the ``copy`` hook, a same-dtype copy takes the
+    backend's kernel (a strided copy costs several times less host time there than ``xp``'s);
+    ``device`` None: the device ``dst`` lives on is not known (any copy through ``xp``)."""
+    copy = None
+    if device is not None and device.type != "cpu" and dst.dtype == src.dtype:
+        try:
+            copy = _copy_hooks[device]
+        except KeyError:
+            copy = _copy_hooks[device] = _dispatch.hook(_dispatch.backend_of(device), "copy")
+    if copy is None:
+        def kernel():
+            dst[...] = src
+    else:
+        def kernel():
+            if not copy(dst, src):
+                dst[...] = src
+    return _dispatch.named(name, kernel, **attrs)
 
 
 def _check_broadcast(dst: Tensor, src_shape) -> None:
@@ -139,10 +159,13 @@ def copy_(dst: Tensor, src: Tensor, non_blocking: bool = False) -> Tensor:
     _check_broadcast(dst, src.shape)
     check_no_overlap(dst, "copy_")
     if src.device == dst.device:
-        _dispatch.launch(dst.device, _assign_kernel(dst._data, src._data))
+        _dispatch.launch(dst.device, assign_kernel(dst.device, dst._data, src._data, "copy",
+                                                   shape=tuple(dst.shape)))
     elif dst.device.type == "cpu":
         host = src._host_copy("copy to the host (Tensor.cpu()/copy_)")
-        _dispatch.launch(dst.device, _assign_kernel(dst._data, host))  # a cast stays silent
+        # a cast stays silent
+        _dispatch.launch(dst.device, assign_kernel(None, dst._data, host, "copy",
+                                                   shape=tuple(dst.shape)))
     elif src.device.type == "cpu":
         _copy_from_host(dst, src._data)
     else:
@@ -167,7 +190,8 @@ def _copy_from_host(dst: Tensor, host: np.ndarray) -> None:
         return
     tmp = _dispatch.empty(dst.device, dst.shape, dst.dtype)
     backend.from_host(native, tmp, staged)
-    _dispatch.launch(dst.device, _assign_kernel(dst._data, tmp))
+    _dispatch.launch(dst.device, assign_kernel(dst.device, dst._data, tmp, "copy",
+                                               shape=tuple(dst.shape)))
 
 
 def _copy_between_devices(dst: Tensor, src: Tensor) -> None:
@@ -180,7 +204,8 @@ def _copy_between_devices(dst: Tensor, src: Tensor) -> None:
     backend.memcpy(dst_stream, backend.array_ptr(staged), backend.array_ptr(source._data),
                    source.nbytes)
     _order_after(backend, src_stream, dst_stream)
-    _dispatch.launch(dst.device, _assign_kernel(dst._data, staged))
+    _dispatch.launch(dst.device, assign_kernel(dst.device, dst._data, staged, "copy",
+                                               shape=tuple(dst.shape)))
 
 
 def _order_after(backend, later, earlier) -> None:

@@ -313,6 +313,11 @@ class OptionalHooks(Protocol):
         nothing, for a case it does not take. Fallback: the op's bounds check, then ``xp``
         fancy-index assignment."""
 
+    def copy(self, dst: Any, src: Any) -> bool:
+        """``dst[...] = src`` in one kernel for arrays of one dtype (``src`` broadcast to
+        ``dst``'s shape), whatever their strides; False, touching nothing, for a case it does
+        not take (the caller then copies with ``xp``). Fallback: ``dst[...] = src``."""
+
     def index_select(self, dst: Any, axis: int, idx: Any, src: Any, op: str, note: str) -> bool:
         """``dst[...] = src.take(idx, axis)`` (``idx`` 1-D int64, ``dst`` of the result's
         shape) in one kernel that checks the indices as ``check_index_range`` does (the next

@@ -58,8 +58,8 @@ except Exception as exc:  # noqa: BLE001 - reported by create_backend, kept by t
     _IMPORT_ERROR: BaseException | None = exc
 else:
     _IMPORT_ERROR = None
-    from . import _activations, _attention, _bounds, _cupy_bridge, _elementwise, _graphs, \
-        _kernels, _matmul, _optim, _reduce, _rows
+    from . import _activations, _attention, _bounds, _copy, _cupy_bridge, _elementwise, \
+        _graphs, _kernels, _matmul, _optim, _reduce, _rows
     from . import _streams
     from ._graphs import CudaExecutable, CudaGraph
 
@@ -602,6 +602,12 @@ class CudaBackend:
         also checks the indices (an error for ``op`` at the next synchronization):
         :func:`._bounds.index_copy`."""
         return _bounds.index_copy(dst, axis, idx, src, op)
+
+    def copy(self, dst, src) -> bool:
+        """``dst[...] = src`` for arrays of one dtype and any layout in one raw kernel, its
+        layout worked out once per signature: :func:`._copy.copy`; False for what it does not
+        take (a cast, negative strides, overlapping memory)."""
+        return _copy.copy(dst, src)
 
     def index_select(self, dst, axis: int, idx, src, op: str, note: str) -> bool:
         """``dst[...] = src.take(idx, axis)`` in one raw kernel that also checks the indices

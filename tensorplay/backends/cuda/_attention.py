@@ -28,9 +28,9 @@
     most ``PRODUCT_MAX_KEYS`` keys) take products instead: the float32 scores of every head
     in one batched cuBLASLt product (the tensor cores, where the tiled kernel computes on
     the CUDA cores), one softmax kernel (a warp a row, the scale and the causal cut inside)
-    that writes the probabilities in the query's dtype, and the batched product with the
-    values: three launches and ``B*H*L*S`` float32 scores of scratch memory, but at GPT-2's
-    512-token prompt several times faster than the tiled kernel.
+    that writes the probabilities in the query's dtype over the scores, and the batched
+    product with the values: three launches and ``B*H*L*S`` float32 scores of scratch memory
+    (one block), but at GPT-2's 512-token prompt several times faster than the tiled kernel.
 
 Kernels are made once per signature in the one kernel cache (``_kernels``) and compiled and
 loaded on first use per device under relaxed capture mode. Nothing here synchronizes the host;
@@ -556,21 +556,23 @@ _SOFTMAX_WARPS = 8
 def _scores_softmax_source(dtype: np.dtype, per_lane: int, name: str) -> str:
     """``probs = softmax(scores * scale)`` over rows of ``keys`` float32 scores, one warp a row
     holding ``per_lane`` values a lane; with ``causal`` row ``r`` keeps keys ``j <= r %
-    length`` (its query's index), the others get probability 0."""
+    length`` (its query's index), the others get probability 0. Row ``r`` of ``probs`` starts
+    ``pitch`` elements after row ``r - 1``: the products path writes the probabilities over
+    the scores (a row's own, which its warp has read by then), so the two pointers alias."""
     storage = _source.storage_type(dtype)
     store = _source.store_expr(dtype, "v[t] * inv")
     return "\n".join([
         _source.HELPERS,
         f"#define PL {per_lane}",
         f'extern "C" __global__ void __launch_bounds__({32 * _SOFTMAX_WARPS}) {name}(',
-        f"        const float* __restrict__ scores, {storage}* __restrict__ probs,",
+        f"        const float* scores, {storage}* probs,",
         "        const tp_i64 rows, const tp_i64 length, const tp_i64 keys, const tp_i64 causal,",
-        "        const double scale) {",
+        "        const tp_i64 pitch, const double scale) {",
         f"    const tp_i64 row = (tp_i64)blockIdx.x * {_SOFTMAX_WARPS} + (threadIdx.x >> 5);",
         "    if (row >= rows) return;   // the whole warp",
         "    const int lane = threadIdx.x & 31;",
         "    const tp_i64 last = causal ? min(row % length, keys - 1) : keys - 1;",
-        "    const float* __restrict__ s = scores + row * keys;",
+        "    const float* s = scores + row * keys;",
         "    const float sc = (float)scale * 1.4426950408889634f;   // exp2 of log2(e) * x",
         "    const float neg_inf = -__int_as_float(0x7f800000);",
         "    float v[PL];",
@@ -590,7 +592,7 @@ def _scores_softmax_source(dtype: np.dtype, per_lane: int, name: str) -> str:
         "    }",
         "    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);",
         "    const float inv = 1.0f / sum;",
-        f"    {storage}* __restrict__ p = probs + row * keys;",
+        f"    {storage}* p = probs + row * pitch;",
         "#pragma unroll",
         "    for (int t = 0; t < PL; ++t) {",
         "        const tp_i64 j = lane + 32 * t;",
@@ -605,15 +607,17 @@ def _scores_softmax_kernel(dtype: np.dtype, per_lane: int, device: int) -> Packe
 
     def make():
         kernel = cupy.RawKernel(_scores_softmax_source(dtype, per_lane, name), name)
-        return PackedLaunch(kernel, 7, scalar_format="d")
+        return PackedLaunch(kernel, 8, scalar_format="d")
     return _loaded(("attention_scores_softmax", dtype, per_lane), make, device)
 
 
 class _ProductsPlan:
     """The products path of one call signature (see the module docstring): the scores'
-    shape, the softmax kernel and its grid."""
+    shape, the softmax kernel and its grid, and the probabilities' strides: they are written
+    over the scores (one scratch block), each row where its float32 scores began."""
 
-    __slots__ = ("scores_shape", "softmax", "grid", "static", "scale")
+    __slots__ = ("scores_shape", "softmax", "grid", "static", "scale", "probs_strides",
+                 "dtype")
 
     def __init__(self, q, k, scale: float, causal: bool):
         batch, heads, length, _ = q.shape
@@ -623,19 +627,25 @@ class _ProductsPlan:
         per_lane = 1 << (-(-keys // 32) - 1).bit_length()
         self.softmax = _scores_softmax_kernel(q.dtype, per_lane, q.data.device_id)
         self.grid = -(-rows // _SOFTMAX_WARPS)
-        self.static = array("Q", (rows, length, keys, int(causal)))
+        self.dtype = q.dtype
+        pitch = keys * 4 // q.dtype.itemsize   # a float32 score row, in the query's elements
+        self.static = array("Q", (rows, length, keys, int(causal), pitch))
+        self.probs_strides = (heads * length * keys * 4, length * keys * 4, keys * 4,
+                              q.dtype.itemsize)
         self.scale = scale
 
     def run(self, q, k, v, out) -> None:
         scores = cupy.empty(self.scores_shape, np.float32)
         _matmul.matmul(q, k.swapaxes(-1, -2), scores)
-        probs = cupy.empty(self.scores_shape, q.dtype)
+        memory = scores.data
+        probs = scores if self.dtype == scores.dtype else cupy.ndarray(
+            self.scores_shape, self.dtype, memory, self.probs_strides)
         packed = self.softmax
         found = packed.buffers.get(thread_ident()) or packed.buffer()
         values = found[0]
-        values[0], values[1] = scores.data.ptr, probs.data.ptr
-        values[2:6] = self.static
-        found[3][6] = self.scale
+        values[0] = values[1] = memory.ptr
+        values[2:7] = self.static
+        found[3][7] = self.scale
         packed(self.grid, 32 * _SOFTMAX_WARPS, found[1])
         _matmul.matmul(probs, v, out)
 

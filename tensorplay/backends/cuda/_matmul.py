@@ -139,7 +139,7 @@ class _Plan:
     """Everything decided once for a product signature: descriptor, layouts, algorithm."""
 
     __slots__ = ("desc", "layouts", "algo", "workspace", "alpha", "beta", "beta_one", "bias",
-                 "bias_buffer", "_keep")
+                 "bias_buffer", "bias_address", "bias_set", "_keep")
 
     def __init__(self, device: int, dtype: np.dtype, precision: str, a_op, b_op, d_layout,
                  batch: int, bias: bool, activation: str | None, alignments,
@@ -159,6 +159,8 @@ class _Plan:
         epilogue = getattr(_lt.Epilogue, _EPILOGUE_NAMES[(bias, activation)])
         self.bias = bias
         self.bias_buffer = np.zeros(1, dtype_of(desc_attr.BIAS_POINTER))
+        self.bias_address = self.bias_buffer.ctypes.data
+        self.bias_set = None   # the bias address the descriptor holds
         if bias or activation is not None:
             _set(set_desc, desc, desc_attr.EPILOGUE, dtype_of, int(epilogue))
         layouts = [self._layout(kind, rows, cols, ld, stride, batch)
@@ -488,10 +490,12 @@ def _run(plan: _Plan, device: int, pa: int, pb: int, pc: int, bias, residual=Non
     """One cublasLtMatmul of ``plan`` (cuBLASLt's A = ``pa``, B = ``pb``, D = ``pc``; C =
     ``pc`` with beta = 0, or the ``residual`` array with beta = 1)."""
     if plan.bias:
-        buffer = plan.bias_buffer
-        buffer[0] = bias.data.ptr
-        _lt.matmul_desc_set_attribute(plan.desc, _BIAS_POINTER, buffer.ctypes.data,
-                                      buffer.itemsize)
+        pointer = bias.data.ptr
+        if pointer != plan.bias_set:   # the descriptor keeps the last one it was given
+            plan.bias_buffer[0] = pointer
+            _lt.matmul_desc_set_attribute(plan.desc, _BIAS_POINTER, plan.bias_address,
+                                          plan.bias_buffer.itemsize)
+            plan.bias_set = pointer
     size = plan.workspace
     workspace = cupy.empty(size, np.uint8) if size else None
     a_layout, b_layout, d_layout = plan.layouts

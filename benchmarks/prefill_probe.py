@@ -139,8 +139,16 @@ def profile_statements(model, tokens, sync) -> None:
     parts = qkv.view(length, 3, heads, d // heads).permute(1, 2, 0, 3)
     q, k, v = (t.unsqueeze(0) for t in parts.unbind(0))
     attended = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    token, pos = tp.tensor([1], device=tokens.device), tp.tensor([3], device=tokens.device)
+    one = tp.addmm(layer["attn.c_attn.bias"], h[:1], layer["attn.c_attn.weight"])
+    query = one.view(3, 1, heads, 1, d // heads)[0]
+    visible = (model.positions <= pos).view(1, 1, 1, config.n_positions)
     statements = {
         "whole prefill": lambda: model.prefill(tokens),
+        "whole decode step": lambda: model.step(token, pos),
+        "decode sdpa": lambda: F.scaled_dot_product_attention(query, model.keys[0],
+                                                              model.values[0],
+                                                              attn_mask=visible),
         "sdpa causal": lambda: F.scaled_dot_product_attention(q, k, v, is_causal=True),
         "[0].transpose(0, 1).reshape": lambda: attended[0].transpose(0, 1).reshape(length, d),
         "unbind": lambda: parts.unbind(0),
@@ -154,7 +162,7 @@ def profile_statements(model, tokens, sync) -> None:
     except ImportError:
         pass
     for label, fn in statements.items():
-        calls = 10 if label == "whole prefill" else 200
+        calls = 10 if label.startswith("whole") else 200
         for _ in range(3):
             fn()
         sync()
@@ -167,7 +175,7 @@ def profile_statements(model, tokens, sync) -> None:
         stats = pstats.Stats(profile)
         print(f"\n--- {label}: {stats.total_calls / calls:.0f} calls per statement, "
               f"{stats.total_tt / calls * 1e6:.1f} us per statement under cProfile")
-        stats.sort_stats("tottime").print_stats(30 if label == "whole prefill" else 14)
+        stats.sort_stats("tottime").print_stats(30 if label.startswith("whole") else 14)
 
 
 def table(title: str, marks: Marks, calls: int) -> None:

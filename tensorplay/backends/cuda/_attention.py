@@ -34,8 +34,8 @@
 
 Kernels are made once per signature in the one kernel cache (``_kernels``) and compiled and
 loaded on first use per device under relaxed capture mode. Nothing here synchronizes the host;
-the flash-decoding partials are scratch blocks of tensorplay's allocator
-(``_cupy_bridge.scratch``), from the graph's pool while a stream captures.
+the flash-decoding partials come from CuPy's allocator, which tensorplay routes into the
+graph's pool while a stream captures.
 """
 from __future__ import annotations
 
@@ -45,7 +45,6 @@ from typing import Any
 import cupy
 import numpy as np
 
-from . import _cupy_bridge
 from . import _elementwise_source as _source
 from . import _kernels as _kernel_cache
 from . import _matmul
@@ -709,13 +708,13 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> bool:
     if isinstance(plan, _ProductsPlan):
         plan.run(q, k, v, out)
         return True
-    part = None if not plan.part_size else _cupy_bridge.scratch(4 * plan.part_size)
+    part = None if not plan.part_size else cupy.empty(plan.part_size, np.float32)
     packed = plan.packed
     found = packed.buffers.get(thread_ident()) or packed.buffer()
     values = found[0]
     values[0], values[1], values[2] = q.data.ptr, k.data.ptr, v.data.ptr
     values[3] = 0 if mask is None else mask.data.ptr
-    values[4], values[5] = out.data.ptr, 0 if part is None else part.ptr
+    values[4], values[5] = out.data.ptr, 0 if part is None else part.data.ptr
     values[6:27] = plan.static
     found[3][27] = plan.scale
     counters = plan.counters
@@ -732,7 +731,7 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> bool:
         combine = plan.combine
         found = combine.buffers.get(thread_ident()) or combine.buffer()
         values = found[0]
-        values[0], values[1] = part.ptr, out.data.ptr
+        values[0], values[1] = part.data.ptr, out.data.ptr
         values[2], values[3] = q.shape[3], plan.chunks
         combine(plan.grid, plan.combine_threads, found[1])
     return True

@@ -26,7 +26,7 @@ import cupy
 from . import _streams
 from ._runtime import check, runtime
 
-__all__ = ["install", "bind", "make_current", "stream_key", "hook", "scratch", "use_allocator"]
+__all__ = ["install", "bind", "make_current", "stream_key", "hook", "use_allocator"]
 
 _local = threading.local()
 _installed = False
@@ -86,20 +86,6 @@ def hook(nbytes: int):
     allocation = _device_allocator(device_index).malloc(nbytes, stream_key(device_index))
     memory = _UnownedMemory(allocation.ptr, nbytes, allocation, device_index)
     return _MemoryPointer(memory, 0)
-
-
-def scratch(nbytes: int):
-    """``nbytes`` (> 0) of tensorplay's allocator on CuPy's current device and stream, for a
-    kernel's temporaries that need only an address: an ``Allocation`` (its ``ptr``), made
-    without the CuPy objects :func:`hook` wraps it in (cheaper than ``cupy.empty`` on the eager
-    hot path). Hold it until the launches that use it are queued: the block returns to the
-    cache when it dies, to be handed out again in its stream's order, as a CuPy array's is;
-    while a stream captures it comes from the graph's pool, as :func:`hook`'s do."""
-    device_index = _get_device()
-    if _device_allocator is None:
-        raise RuntimeError("cuda scratch memory asked for before the runtime handed in its "
-                           "allocator (CudaBackend.use_allocator)")
-    return _device_allocator(device_index).malloc(nbytes, stream_key(device_index))
 
 
 def bind(stream) -> None:

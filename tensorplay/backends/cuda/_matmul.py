@@ -8,9 +8,9 @@ offers epilogues (bias, ReLU, tanh-GELU) that run inside the GEMM.
 How a call runs (:func:`matmul`): the operands' shapes, strides and alignments, the dtype, the
 float32 precision and the epilogue form the key of a :class:`_Plan`, built once: a matmul
 descriptor, three matrix layouts and the algorithm cuBLASLt's heuristic picks. A call then takes
-its workspace (when the algorithm wants one) as a scratch block of tensorplay's caching allocator
-(``_cupy_bridge.scratch``: it is counted, and while capturing it comes from the graph's pool),
-and makes one ``cublasLtMatmul`` on CuPy's current stream.
+its workspace (when the algorithm wants one) from CuPy's allocator, which tensorplay routes into
+its caching allocator (so it is counted, and while capturing it comes from the graph's pool), and
+makes one ``cublasLtMatmul`` on CuPy's current stream.
 
 Layout (Note [row-major through column-major]): cuBLASLt is column-major. Row-major
 ``C = A @ B`` is computed as ``C^T = B^T @ A^T``; a row-major matrix read column-major IS its
@@ -42,7 +42,7 @@ import numpy as np
 
 from cuda.bindings import runtime
 
-from . import _cupy_bridge, _elementwise, _skinny
+from . import _elementwise, _skinny
 from ._graphs import _roots as _capturing_roots   # non-empty while a capture is open
 from ._runtime import is_capturing, relaxed_capture_mode
 
@@ -497,7 +497,7 @@ def _run(plan: _Plan, device: int, pa: int, pb: int, pc: int, bias, residual=Non
                                           plan.bias_buffer.itemsize)
             plan.bias_set = pointer
     size = plan.workspace
-    workspace = _cupy_bridge.scratch(size) if size else None
+    workspace = cupy.empty(size, np.uint8) if size else None
     a_layout, b_layout, d_layout = plan.layouts
     try:
         if residual is None:
@@ -506,7 +506,7 @@ def _run(plan: _Plan, device: int, pa: int, pb: int, pc: int, bias, residual=Non
             beta, c_ptr = plan.beta_one, residual.data.ptr
         _lt.matmul(_handle(device), plan.desc, plan.alpha, pa, a_layout, pb, b_layout,
                    beta, c_ptr, d_layout, pc, d_layout, plan.algo,
-                   workspace.ptr if workspace is not None else 0, size,
+                   workspace.data.ptr if workspace is not None else 0, size,
                    cupy.cuda.get_current_stream().ptr)
     except _lt.cuBLASLtError as exc:
         raise _cublas_error("cublasLtMatmul", exc) from exc

@@ -12,7 +12,7 @@ dimension, NaN first and ties to the lowest index) over
   bytes each where aligned) by 8 row lanes a block, the rows split over ``gridDim.y`` blocks
   (about a thousand blocks in all, at least 64 rows each). With one split the block writes the
   result; with more, each writes its partial results (in the accumulation dtype, into a
-  scratch block of tensorplay's allocator) and a second launch combines them in order. The order of
+  workspace from CuPy's allocator) and a second launch combines them in order. The order of
   every combination is fixed: the results do not depend on timing.
 
 float16 and bfloat16 load into float, float64 into double; sums and means accumulate in the
@@ -31,7 +31,6 @@ from typing import Callable
 import cupy
 import numpy as np
 
-from . import _cupy_bridge
 from . import _elementwise_source as _source
 from . import _kernels as _kernel_cache
 from ._launch import PackedLaunch, thread_ident
@@ -400,18 +399,17 @@ def _columns_launcher(op: str, dtype: np.dtype, acc: np.dtype) -> Callable:
         splits = max(1, min(-(-_COLUMN_BLOCKS // across), -(-rows // _COLUMN_MIN_ROWS)))
         chunk = -(-rows // splits)
         splits = -(-rows // chunk)
-        partial = _cupy_bridge.scratch(splits * cols * np.dtype(acc).itemsize) \
-            if splits > 1 else None
+        partial = cupy.empty((splits, cols), acc) if splits > 1 else None
         found = main.buffers.get(thread_ident()) or main.buffer()
         values = found[0]
         values[0], values[1] = x.data.ptr, out_array.data.ptr
-        values[2] = 0 if partial is None else partial.ptr
+        values[2] = 0 if partial is None else partial.data.ptr
         values[3], values[4], values[5] = rows, cols, chunk
         main.launch_2d(across, splits, 256, found[1])
         if partial is not None:
             found = finish.buffers.get(thread_ident()) or finish.buffer()
             values = found[0]
-            values[0], values[1] = partial.ptr, out_array.data.ptr
+            values[0], values[1] = partial.data.ptr, out_array.data.ptr
             values[2], values[3], values[4] = splits, cols, rows
             finish(-(-cols // 32), 256, found[1])
 
@@ -432,8 +430,8 @@ def reduce_axis(op: str, shape: tuple[int, ...], axis: int, dtype, acc, out) -> 
 
     Sums and means accumulate in ``acc`` (float32 or float64; float64 for a float64 input),
     amax and amin propagate NaN. The launcher runs one kernel (a column reduction split over
-    many blocks: two, with a scratch block of tensorplay's allocator) on CuPy's current stream,
-    checks nothing, and touches only its arguments and that workspace
+    many blocks: two, with a workspace from CuPy's allocator) on CuPy's current stream, checks
+    nothing, and touches only its arguments and that workspace
     (``tp_arguments_only``). Pitfall: ``x`` must have ``shape`` (the plan is the caller's).
     """
     dtype, out = np.dtype(dtype), np.dtype(out)

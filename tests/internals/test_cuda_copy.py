@@ -74,7 +74,7 @@ def test_wide_words_for_head_rows():
     cache = cupy.zeros((2, 1, 12, 1024, 64), ml_dtypes.bfloat16)[:, 0, :, :512]
     assert _check(cache, keys)
     plan = _copy._plans[(cache.shape, cache.strides, keys.shape, keys.strides, cache.dtype,
-                         keys.dtype)]
+                         keys.dtype, cache.data.device_id)]
     assert plan.widest == 16 and len(plan.sizes) == 3
 
 

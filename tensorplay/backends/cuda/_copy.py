@@ -138,7 +138,8 @@ def copy(dst: Any, src: Any) -> bool:
     """``dst[...] = src`` in one kernel on CuPy's current stream, for arrays of one dtype
     (``src`` broadcast to ``dst``'s shape); False, touching nothing, for what it does not take
     (module docstring). Nothing here synchronizes."""
-    key = (dst.shape, dst.strides, src.shape, src.strides, dst.dtype, src.dtype)
+    key = (dst.shape, dst.strides, src.shape, src.strides, dst.dtype, src.dtype,
+           dst.data.device_id)
     try:
         plan = _plans[key]
     except KeyError:

@@ -6,29 +6,20 @@ and torch's and CuPy's products beside them; then the strided copies of a GPT-2 
 the training bench's batch-256 layer (256 x 512 @ 512 x 512, float32) and the prefill's
 (512 x 768 @ 768 x 2304, bfloat16). Usage: ``python3 benchmarks/matmul_host_probe.py``."""
 
-import time
-
 import cupy
 import ml_dtypes
 import numpy as np
 
 import tensorplay as tp
 from tensorplay.backends.cuda import _copy, _matmul
+from tensorplay.bench.timing import timed_loops
 
 CALLS = 400
 
 
 def host_us(fn, calls: int = CALLS) -> float:
     """Best of five loops of host time per call (the device drains between loops)."""
-    best = float("inf")
-    for _ in range(5):
-        cupy.cuda.Device().synchronize()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        best = min(best, (time.perf_counter() - start) / calls * 1e6)
-    cupy.cuda.Device().synchronize()
-    return best
+    return min(timed_loops(fn, cupy.cuda.Device().synchronize, calls, 5, 0)[0])
 
 
 def main() -> None:

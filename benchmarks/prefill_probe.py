@@ -9,8 +9,8 @@ JAX in the same process, whose objects a full collection walks). Usage:
 import argparse
 import cProfile
 import gc
-import pstats
 import os
+import pstats
 import sys
 import time
 from collections import defaultdict
@@ -20,6 +20,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import gpt2  # noqa: E402
 
 import tensorplay as tp  # noqa: E402
+from tensorplay.bench.timing import timed_loops  # noqa: E402
 
 F = tp.nn.functional
 
@@ -186,19 +187,9 @@ def table(title: str, marks: Marks, calls: int) -> None:
 
 
 def timed(fn, sync, calls: int) -> tuple[float, float]:
-    """(host, total) microseconds per call, best of five loops."""
-    best_host, best_total = float("inf"), float("inf")
-    for _ in range(5):
-        sync()
-        start = time.perf_counter()
-        for _ in range(calls):
-            fn()
-        issued = time.perf_counter()
-        sync()
-        done = time.perf_counter()
-        best_host = min(best_host, (issued - start) / calls * 1e6)
-        best_total = min(best_total, (done - start) / calls * 1e6)
-    return best_host, best_total
+    """(host, total) microseconds per call, each the best of five loops."""
+    host, total = timed_loops(fn, sync, calls, 5, 0)
+    return min(host), min(total)
 
 
 def main() -> None:

@@ -259,21 +259,27 @@ class SavedTensor:
 
 class Node:
     """One recorded op: ``next_functions`` are the edges to the nodes of its inputs,
-    ``apply(grads)`` maps the gradients of its outputs to those of its inputs."""
+    ``apply(grads)`` maps the gradients of its outputs to those of its inputs. What its
+    formulas read (the op's arguments by name, the tensors it saved) stays on the node; the
+    context the formulas see is made when the node is applied."""
 
     __slots__ = ("op", "rule", "ctx", "next", "input_names", "outputs", "input_meta", "freed",
-                 "pre_hooks", "__weakref__")
+                 "pre_hooks", "arguments", "first", "saved", "__weakref__")
 
-    def __init__(self, op: str, rule, ctx, next_edges, input_names, outputs, input_meta=()):
+    def __init__(self, op: str, rule, ctx, next_edges, input_names, outputs, input_meta=(),
+                 arguments=None, first: str = "self", saved=None):
         self.op = op
         self.rule = rule
-        self.ctx = ctx
+        self.ctx = ctx                    # a Function's context (op nodes: None)
         self.next = next_edges            # [(node, output_nr) or None] per differentiable input
         self.input_names = input_names    # [(name, index within a list or None)]
         self.outputs = outputs            # [(shape, dtype, device)] per output
         self.input_meta = input_meta      # [(shape, dtype)] per differentiable input
         self.freed = False
         self.pre_hooks: dict[int, list] | None = None
+        self.arguments = arguments        # the op's arguments by name
+        self.first = first                # the name of its first argument (``ctx.self``)
+        self.saved = saved                # name -> SavedTensor (or a list of them), or None
 
     def name(self) -> str:
         """The node's class name in PyTorch's spelling (``MulBackward0``)."""
@@ -307,10 +313,9 @@ class Node:
 
     def release(self) -> None:
         """Free what backward needed (saved tensors), as PyTorch does without retain_graph."""
-        ctx = self.ctx
-        if ctx is not None and ctx._saved:   # (Context.saves_anything, inlined)
+        if self.saved:
             self.freed = True
-            self.ctx = None
+            self.saved = self.arguments = None
 
 
 class RemovableHandle:
@@ -331,8 +336,11 @@ class AccumulateGrad(Node):
 
     __slots__ = ("leaf",)
 
-    def __init__(self, leaf: Tensor):
-        super().__init__("accumulate_grad", None, None, [], [], [])
+    def __init__(self, leaf: Tensor):   # (Node.__init__ inlined: made for every leaf of a step)
+        self.op, self.rule, self.ctx, self.next = "accumulate_grad", None, None, ()
+        self.input_names, self.outputs, self.input_meta = (), (), ()
+        self.freed, self.pre_hooks = False, None
+        self.arguments, self.first, self.saved = None, "self", None
         self.leaf = leaf
 
     def name(self) -> str:
@@ -361,6 +369,14 @@ class AccumulateGrad(Node):
         else:
             m.grad.add_(grad)
         return []
+
+
+def grad_accumulator(tensor: Tensor) -> AccumulateGrad:
+    """The node that writes ``tensor``'s (a leaf's) gradient into its ``.grad``. The leaf
+    holds it weakly, as PyTorch's does: whoever keeps the leaf for many steps (an optimizer)
+    may keep this too, so that each step's graph does not make it again."""
+    meta(tensor)
+    return _accumulator(tensor)
 
 
 def _accumulator(tensor: Tensor) -> AccumulateGrad:
@@ -456,26 +472,17 @@ RULES: dict[str, Rule] = {}
 
 
 class Context:
-    """What a formula reads: the op's arguments by name (``ctx.input``, ``ctx.dim`` ...), the
-    first one also as ``ctx.self``, and ``ctx.result`` where the rule saved it; tensors come
-    back detached and version-checked."""
+    """What a formula reads, for one application of a node: the op's arguments by name
+    (``ctx.input``, ``ctx.dim`` ...), the first one also as ``ctx.self``, and ``ctx.result``
+    where the rule saved it; tensors come back detached and version-checked. What a formula
+    reads is kept on the context from the first read on (a saved tensor is version-checked
+    once per application, when it is first read, not at every read)."""
 
     def __init__(self, op: str, arguments: dict, first: str, saved: dict):
         self._op = op
         self._arguments = arguments
         self._first = first
         self._saved = saved
-
-    def saves_anything(self) -> bool:
-        return bool(self._saved)
-
-    def reading(self) -> "Context":
-        """This context for one application of its node: what the formulas read is kept on it
-        from the first read on (a saved tensor is version-checked once per application, when
-        it is first read, not at every read)."""
-        reading = object.__new__(Context)
-        reading.__dict__.update(self.__dict__)
-        return reading
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
@@ -508,29 +515,37 @@ class Context:
 
 class _Binder:
     """How to name one function's arguments: a plain positional call is bound by zipping its
-    parameter names (``inspect``'s full binding costs several microseconds a call)."""
+    parameter names and adding the defaults of the rest, kept per count of positional
+    arguments (``inspect``'s full binding costs several microseconds a call)."""
 
-    __slots__ = ("signature", "names", "count", "defaults", "first", "simple")
+    __slots__ = ("signature", "names", "first", "tails")
 
     def __init__(self, fn):
         self.signature = inspect.signature(fn)
         parameters = list(self.signature.parameters.values())
         self.names = [p.name for p in parameters if p.kind is p.POSITIONAL_OR_KEYWORD]
-        self.count = len(parameters)
         self.first = parameters[0].name
-        # positional parameters, then keyword-only ones with defaults (``*, out=None``)
-        self.simple = all(p.kind is p.POSITIONAL_OR_KEYWORD or (
+        # tails[n]: the defaults of every parameter after the first n positional ones, where
+        # each has one (positional parameters, then keyword-only ones with defaults); else
+        # None and such a call takes inspect's binding
+        simple = all(p.kind is p.POSITIONAL_OR_KEYWORD or (
             p.kind is p.KEYWORD_ONLY and p.default is not p.empty) for p in parameters)
-        self.defaults = [(p.name, p.default) for p in parameters
-                         if p.default is not p.empty]
+        self.tails: list[dict | None] = []
+        for count in range(len(self.names) + 1):
+            rest = parameters[count:]
+            self.tails.append({p.name: p.default for p in rest}
+                              if simple and all(p.default is not p.empty for p in rest)
+                              else None)
 
     def bind(self, args: tuple, kwargs: dict) -> dict:
-        if self.simple and not kwargs and len(args) <= len(self.names):
-            arguments = dict(zip(self.names, args))
-            for name, default in self.defaults:
-                if name not in arguments:
-                    arguments[name] = default
-            if len(arguments) == self.count:
+        if len(args) < len(self.tails):
+            tail = self.tails[len(args)]
+            if tail is not None and (not kwargs or kwargs.keys() <= tail.keys()):
+                arguments = dict(zip(self.names, args))
+                if tail:
+                    arguments.update(tail)
+                    if kwargs:
+                        arguments.update(kwargs)
                 return arguments
         bound = self.signature.bind(*args, **kwargs)
         bound.apply_defaults()
@@ -612,23 +627,45 @@ def dispatch(op: str, fn: Callable, args: tuple, kwargs: dict, inplace: bool = F
     if binder is None:
         binder = _binders[fn] = _Binder(fn)
     arguments, first = binder.bind(args, kwargs), binder.first
-    # (name, index within a list or None, tensor) of every argument that requires grad
-    inputs: list[tuple[str, int | None, Tensor]] = []
+    # per argument that requires grad: its (name, index within a list or None), its edge
+    # (taken before an in-place op moves it) and its (shape, dtype)
+    names: list = []
+    next_edges: list = []
+    input_meta: list = []
+    inputs: list[Tensor] = []
     for name, value in arguments.items():
         if type(value) is Tensor:
             m = value._ag
-            if m is not None and m.requires_grad:
-                inputs.append((name, None, value))
+            if m is None or not m.requires_grad:
+                continue
+            items: Any = ((None, value),)
         elif isinstance(value, (list, tuple)):
-            for index, item in enumerate(value):
-                if type(item) is Tensor and item._ag is not None and item._ag.requires_grad:
-                    inputs.append((name, index, item))
+            items = [(index, item) for index, item in enumerate(value) if type(item) is Tensor
+                     and item._ag is not None and item._ag.requires_grad]
         elif name == "kwargs" and isinstance(value, dict):
             for key, item in value.items():
                 if type(item) is Tensor and item._ag is not None and item._ag.requires_grad:
-                    inputs.append((key, None, item))
-    saved: dict = {}
-    if rule is not None:
+                    names.append((key, None))
+                    next_edges.append(edge(item))
+                    input_meta.append((item._data.shape, item._dtype))
+                    inputs.append(item)
+            continue
+        else:
+            continue
+        for index, tensor in items:
+            names.append(("self" if name == first else name, index))
+            m = tensor._ag
+            if m.base is None:   # (edge, inlined for tensors that are not views)
+                node = m.grad_fn
+                next_edges.append((node, m.output_nr) if node is not None else
+                                  (_accumulator(tensor), 0))
+            else:
+                next_edges.append(edge(tensor))
+            input_meta.append((tensor._data.shape, tensor._dtype))
+            inputs.append(tensor)
+    saved: dict | None = None
+    if rule is not None and rule.saves:
+        saved = {}
         for name in rule.saves:
             key = first if name == "self" else name
             value = arguments.get(key)
@@ -638,7 +675,6 @@ def dispatch(op: str, fn: Callable, args: tuple, kwargs: dict, inplace: bool = F
                                          else value)
             elif isinstance(value, (list, tuple)) and value and type(value[0]) is Tensor:
                 saved[key] = [SavedTensor(item) for item in value]
-    next_edges = [edge(tensor) for _, _, tensor in inputs]   # before an in-place op moves them
     grad_mode.enabled = False   # the forward records nothing inside (_run, inlined)
     try:
         result = fn(*args, **kwargs)
@@ -646,26 +682,26 @@ def dispatch(op: str, fn: Callable, args: tuple, kwargs: dict, inplace: bool = F
         grad_mode.enabled = True
     if inplace:
         _bump(args[0])   # before the result is saved: the saved version is the new one
-    outputs = result if isinstance(result, tuple) else (result,)
-    tensors = [out for out in outputs if type(out) is Tensor]
-    if rule is not None and "result" in rule.saves:
+    tensors = (result,) if type(result) is Tensor else [
+        out for out in (result if isinstance(result, tuple) else (result,))
+        if type(out) is Tensor]
+    if saved is not None and "result" in rule.saves:   # type: ignore[union-attr]
         saved["result"] = SavedTensor(tensors[0]) if len(tensors) == 1 else \
             [SavedTensor(t) for t in tensors]
     # shapes as the arrays' plain tuples: the tensors were just used, their guards are passed
-    node = Node(op, _apply_rule if rule is not None else _not_implemented,
-                Context(op, arguments, first, saved), next_edges,
-                [("self" if name == first else name, index) for name, index, _ in inputs],
-                [(t._data.shape, t._dtype, t._device) for t in tensors],
-                [(t._data.shape, t._dtype) for _, _, t in inputs])
+    node = Node(op, _apply_rule if rule is not None else _not_implemented, None, next_edges,
+                names, [(t._data.shape, t._dtype, t._device) for t in tensors], input_meta,
+                arguments, first, saved)
     if inplace:
         _rebase(args[0], node)
         return result
     for number, out in enumerate(tensors):
         # an op may hand back its input itself (``to`` its own dtype, ``contiguous``): that
         # tensor keeps its own history
-        if not _differentiable_dtype(out._dtype):
+        dtype = out._dtype
+        if not (dtype.is_floating_point or dtype.is_complex):
             continue
-        for _, _, tensor in inputs:
+        for tensor in inputs:
             if out is tensor:
                 break
         else:
@@ -746,9 +782,12 @@ class _Ops:
 ops = _Ops()
 
 
+_NOTHING_SAVED: dict = {}
+
+
 def _apply_rule(node: Node, grads: list) -> list:
     rule = RULES[node.op]
-    ctx = node.ctx.reading()
+    ctx = Context(node.op, node.arguments, node.first, node.saved or _NOTHING_SAVED)
     if rule.multi:
         grad_in = [g if g is not None else _zeros(*out) for g, out in zip(grads, node.outputs)]
     else:

@@ -14,7 +14,7 @@ make optimizers before capturing.
 
 from __future__ import annotations
 
-from .._tensor.autograd import meta, no_grad
+from .._tensor.autograd import grad_accumulator, meta, no_grad
 from .._tensor.creation import empty, zeros
 from .._tensor.tensor import Tensor
 
@@ -41,7 +41,7 @@ class FlatBuffers:
     """The flat parameter and gradient buffers of ``params`` (see the module docstring) and
     named state buffers made on demand."""
 
-    __slots__ = ("params", "spans", "param", "grad", "grad_views", "state")
+    __slots__ = ("params", "spans", "param", "grad", "grad_views", "state", "accumulators")
 
     def __init__(self, params: list[Tensor]):
         self.params = params
@@ -63,6 +63,9 @@ class FlatBuffers:
                 if p.grad is not None:
                     home.copy_(p.grad)
                     p.grad = home
+        # a leaf holds its gradient's sink weakly (the sink holds the leaf), so each step's
+        # graph would make it again; the optimizer keeps its parameters' sinks alive instead
+        self.accumulators = [grad_accumulator(p) for p in params]
         self.state: dict[str, tuple[Tensor, list[Tensor]]] = {}
 
     def _views(self, flat: Tensor) -> list[Tensor]:

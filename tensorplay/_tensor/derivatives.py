@@ -20,6 +20,7 @@ import math
 from typing import Callable
 
 from .. import _dtype
+from .._runtime import capture as _capture, dispatch as _dispatch
 from . import autograd as _ag
 from . import activations as _activations, creation as _creation, elementwise as _ops
 from . import reductions as _reductions
@@ -97,7 +98,36 @@ def _scaled(g, alpha):
     return g if alpha == 1 else g * alpha
 
 
-rule("add", {"self": lambda c, g: g, "other": lambda c, g: _scaled(g, c.get("alpha", 1))})
+#: (rows, dtype, device) -> a (1, rows) tensor of ones, made eagerly once and never written
+_ONE_ROWS: dict = {}
+
+
+def _accumulate_bias(g: Tensor, target: Tensor, overwrite: bool, alpha=1) -> bool:
+    """``target += g`` summed over its leading rows (``overwrite``: ``=``), for a bias: one
+    product ``ones(1, rows) @ g`` that adds into ``target`` (the reduction and the add in one
+    launch), where the backend has such a product and ``g`` is a C-contiguous ``(rows, n)`` of
+    ``target``'s dtype, ``target`` of shape ``(n,)``. The row of ones is kept per signature,
+    made outside any capture (a graph must not own memory the cache keeps); returns False,
+    touching nothing, otherwise."""
+    shape, have = target._data.shape, g._data.shape
+    if alpha != 1 or len(shape) != 1 or len(have) != 2 or have[1] != shape[0] or \
+            have[0] < 2 or g._dtype is not target._dtype or not g._data.flags.c_contiguous:
+        return False
+    key = (have[0], g._dtype, g._device)
+    ones = _ONE_ROWS.get(key)
+    if ones is None:
+        if g._device.type == "cpu" or _dispatch.accelerator_hook("matmul_residual") is None \
+                or _capture.active_captures():
+            return False
+        ones = _creation.ones((1, have[0]), dtype=g._dtype, device=g._device)
+        _dispatch.remember(_ONE_ROWS, key, ones, 64)
+    row = Tensor._make(target._data.reshape(1, shape[0]), target._device, target._dtype)
+    return _linalg.accumulate_product_(row, ones, g, overwrite)
+
+
+rule("add", {"self": lambda c, g: g, "other": lambda c, g: _scaled(g, c.get("alpha", 1))},
+     accumulate={"self": lambda c, g, t, o: _accumulate_bias(g, t, o),
+                 "other": lambda c, g, t, o: _accumulate_bias(g, t, o, c.get("alpha", 1))})
 rule("sub", {"self": lambda c, g: g, "other": lambda c, g: -_scaled(g, c.get("alpha", 1))})
 rule("rsub", {"self": lambda c, g: -(g * c.get("alpha", 1)), "other": lambda c, g: g})
 rule("mul", {"self": lambda c, g: g * c.other, "other": lambda c, g: g * c.self},

@@ -419,3 +419,74 @@ def test_weight_gradients_written_straight_into_grad_match(monkeypatch):
     step()
     np.testing.assert_allclose(w.grad.cpu().numpy(), 4 * reference, rtol=1e-5)
     assert calls.count(False) == 2
+
+
+def test_bias_gradients_summed_straight_into_grad_match(monkeypatch):
+    """Where the backend adds into a product's output (cuda), a bias's gradient (the output's
+    gradient summed over its rows) goes into ``.grad`` as one product with a row of ones that
+    adds into it, instead of a sum and an add; through an optimizer's buffer it is written.
+    The gradients are those of the plain path, hooks still see the gradient, and inside a
+    capture that has no row of ones kept from before the plain path runs. The backend's hook
+    is wrapped to count its calls; where it has none (sim), a NumPy stand-in of it drives the
+    engine's path."""
+    import numpy as np
+    from tensorplay._runtime import dispatch as _dispatch
+    from tensorplay._tensor import derivatives
+    device = tp.accelerator.current_accelerator()
+    if device is None:
+        pytest.skip("the direct path is for accelerators")
+    calls = []
+    real = _dispatch.accelerator_hook
+    backend_hook = real("matmul_residual")
+
+    def matmul_residual(a, b, out, bias, residual, precision="highest"):
+        calls.append((tuple(a.shape), residual is None))
+        if backend_hook is not None:
+            return backend_hook(a, b, out, bias, residual, precision)
+        product = np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
+        out[...] = product + (0 if residual is None else residual)
+
+    monkeypatch.setattr(_dispatch, "accelerator_hook",
+                        lambda name: matmul_residual if name == "matmul_residual" else real(name))
+    monkeypatch.setattr(derivatives, "_ONE_ROWS", {})
+    rng = np.random.default_rng(0)
+    h = tp.tensor(rng.standard_normal((6, 4)), dtype=tp.float32, device=device)
+    up = tp.tensor(rng.standard_normal((6, 4)), dtype=tp.float32, device=device)
+    b = tp.tensor(rng.standard_normal(4), dtype=tp.float32, device=device, requires_grad=True)
+    reference = to_numpy(up).sum(0)
+
+    def step(first=True):
+        (((h + b) if first else (b + h)) * up).sum().backward()
+    step()                                   # .grad made (no .grad to add into yet)
+    assert not [c for c in calls if c[0] == (1, 6)]
+    step(first=False)                        # the bias as the first operand
+    np.testing.assert_allclose(to_numpy(b.grad), 2 * reference, rtol=1e-5)
+    assert calls == [((1, 6), False)]        # one product that added into .grad
+    calls.clear()
+    b.register_hook(lambda g: g * 2)         # a hook: the gradient goes through it as before
+    step()
+    np.testing.assert_allclose(to_numpy(b.grad), 4 * reference, rtol=1e-5)
+    assert calls == []
+    # an optimizer's flat gradient buffer (made at its first step): the first gradient after
+    # zero_grad(set_to_none=True) is written into it
+    c = tp.tensor(rng.standard_normal(4), dtype=tp.float32, device=device, requires_grad=True)
+    optimizer = tp.optim.AdamW([c], lr=0.1)
+    ((h + c) * up).sum().backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    calls.clear()
+    ((h + c) * up).sum().backward()
+    np.testing.assert_allclose(to_numpy(c.grad), reference, rtol=1e-5)
+    assert calls == [((1, 6), True)]
+    # inside a capture with no row of ones kept for these rows: the sum and the add run
+    calls.clear()
+    h3 = tp.tensor(rng.standard_normal((3, 4)), dtype=tp.float32, device=device)
+    up3 = tp.tensor(rng.standard_normal((3, 4)), dtype=tp.float32, device=device)
+    optimizer.zero_grad(set_to_none=False)
+    graph = tp.accelerator.Graph()
+    with graph:
+        ((h3 + c) * up3).sum().backward()
+    graph.replay()
+    np.testing.assert_allclose(to_numpy(c.grad), to_numpy(up3).sum(0), rtol=1e-5)
+    assert not [call for call in calls if call[0] == (1, 3)]
+    assert (3, tp.float32, device) not in derivatives._ONE_ROWS

@@ -2,7 +2,7 @@
 every kernel of the process, CuPy's and tensorplay's raw ones among them, and the kernels of
 graph replays): the GPT-2-small decode step as a per-token graph (tensorplay's ``Graph`` and
 ``tp.compile``, torch's CUDAGraph), its 512-token prefill (with the host time of
-tensorplay's), and the eager MLP training step (tensorplay and torch).
+tensorplay's), and the MLP training step (tensorplay eager and in one graph, torch eager).
 Then the row kernels at the issue's shapes: ``layer_norm``, ``softmax`` and row sums at
 (8192, 768) and (8192, 1024), device time per call beside torch's.
 
@@ -123,6 +123,11 @@ def training() -> None:
         for _ in range(5):
             step()
         show(f"tensorplay eager training step, batch {batch}", kernels(step, 20))
+        graph = tp.accelerator.Graph()   # the bench's one-graph row: the step captured
+        with graph:
+            step()
+        graph.replay()
+        show(f"tensorplay training step in one Graph, batch {batch}", kernels(graph.replay, 20))
         torch_step, _, _ = training_step(torch, "cuda", batch)
         for _ in range(5):
             torch_step()

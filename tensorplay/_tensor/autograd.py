@@ -31,6 +31,7 @@ import threading
 import weakref
 from typing import Any, Callable
 
+from .._runtime import dispatch as _dispatch
 from .tensor import Tensor
 
 
@@ -951,12 +952,21 @@ def run_backward(tensors, grad_tensors, retain_graph: bool, inputs=None,
     return tuple(results)
 
 
+def _ones(like: Tensor) -> Tensor:
+    """Ones of ``like``'s shape, dtype and device: the implicit seed of every backward, in one
+    fill launch (``ones``' checks are for user input)."""
+    device, dtype = like._device, like._dtype
+    array = _dispatch.empty(device, like._data.shape, dtype)
+    _dispatch.launch(device, _dispatch.named("fill", functools.partial(array.fill, 1)))
+    return Tensor._make(array, device, dtype)
+
+
 def _seed(tensor: Tensor, gradient, op: str) -> Tensor:
     if gradient is None:
         if tensor.numel() != 1:
             raise RuntimeError(f"{op}: grad can be implicitly created only for scalar outputs "
                                f"(got shape {tuple(tensor.shape)}); pass gradient=")
-        return ops.ones(tensor.shape, dtype=tensor._dtype, device=tensor._device)
+        return _ones(tensor)
     if not isinstance(gradient, Tensor):
         raise TypeError(f"{op}: gradient must be a Tensor or None, got "
                         f"{type(gradient).__name__}")

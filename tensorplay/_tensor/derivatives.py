@@ -785,8 +785,9 @@ def _mse_grad(c, g, sign: float):
     """One kernel: ``sign * 2 * (input - target) * grad``, over the count for the mean."""
     scale = sign * 2.0
     if c.get("reduction", "mean") == "mean":
-        scale /= max(1, math.prod(_ops._broadcast_shape("mse_loss", c.self._data.shape,
-                                                         c.target._data.shape)))
+        shape, other = c.self._data.shape, c.target._data.shape
+        scale /= max(1, math.prod(shape if shape == other else
+                                  _ops._broadcast_shape("mse_loss", shape, other)))
     # one program of the backend's ops (cuda: one raw kernel) for float32 and float64; a
     # program's number operand has the operands' dtype, so a half dtype's scale would round
     native = _MSE_BACKWARD if c.self._dtype in _WIDE_FLOATS else None

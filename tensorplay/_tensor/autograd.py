@@ -838,7 +838,7 @@ def _accumulate_directly(write: Callable, ctx, grad, sink: AccumulateGrad, shape
     if target is None:
         target, overwrite = m.grad_home, True
     if target is None or target._dtype is not dtype or target._data.shape != shape or \
-            not target.is_contiguous():
+            not target._data.flags.c_contiguous:
         return False
     if not write(ctx, grad, target, overwrite):
         return False

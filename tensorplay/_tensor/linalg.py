@@ -351,17 +351,19 @@ def accumulate_product_(target: Tensor, a: Tensor, b: Tensor, overwrite: bool = 
     shape; returns False, touching nothing, otherwise (the caller then runs the ops). The
     autograd engine writes weight gradients into ``.grad`` with it. Records nothing."""
     hook = _dispatch.accelerator_hook("matmul_residual")
-    device = target._device
-    if hook is None or device.type == "cpu" or a.ndim != 2 or b.ndim != 2 or \
-            a._dtype is not target._dtype or b._dtype is not target._dtype or \
-            target._dtype not in _EPILOGUE_DTYPES or a._device != device or \
-            b._device != device or tuple(target.shape) != (a.shape[0], b.shape[1]) or \
-            a.shape[1] != b.shape[0] or a.shape[1] == 0:
-        return False
+    device, dtype = target._device, target._dtype
     out = target._data
+    # the arrays' own shapes (plain tuples): the engine's operands have passed their guards
+    a_shape, b_shape = a._data.shape, b._data.shape
+    if hook is None or device.type == "cpu" or len(a_shape) != 2 or len(b_shape) != 2 or \
+            a._dtype is not dtype or b._dtype is not dtype or \
+            dtype not in _EPILOGUE_DTYPES or a._device != device or \
+            b._device != device or out.shape != (a_shape[0], b_shape[1]) or \
+            a_shape[1] != b_shape[0] or a_shape[1] == 0:
+        return False
     kernel = functools.partial(hook, a._data, b._data, out, None, None if overwrite else out,
                                _precision)
-    _dispatch.launch(device, _dispatch.named("matmul+accumulate", kernel, shape=target.shape))
+    _dispatch.launch(device, _dispatch.named("matmul+accumulate", kernel, shape=out.shape))
     return True
 
 

@@ -176,21 +176,36 @@ def gelu(input, approximate: str = "none") -> Tensor:
     Raises:
         ValueError: another ``approximate``. TypeError: bool/integer input.
     """
-    if input.__class__ is Tensor and input._ag is not None and _grad_mode.enabled:
-        return _autograd.dispatch("gelu", gelu, (input, approximate), {})
+    if input.__class__ is Tensor:
+        if input._ag is not None and _grad_mode.enabled:
+            return _autograd.dispatch("gelu", gelu, (input, approximate), {})
+        if input._guard is None and approximate.__class__ is str:
+            key = (input._layout or layout_of(input), approximate)
+            plan = _gelu_plans.get(key)
+            if plan is not None:
+                return _ops._execute(plan, (input,), None)
+        else:
+            key = None
+    else:
+        key = None
     if approximate == "none":
         name, rule = "gelu", _gelu_exact
     elif approximate == "tanh":
         name, rule = "gelu_tanh", _gelu_tanh
     else:
         raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
-    tensor = input if type(input) is Tensor and input._guard is None else \
-        _tensor_arg(input, "gelu", "input")
-    return _apply(name, [tensor], rule, result=_GELU_RESULT, native=name, cache=True)
+    tensor = _tensor_arg(input, "gelu", "input") if key is None else input
+    plan = _ops._plan(name, None, [tensor], None, _GELU_RESULT, None, None, rule, name)
+    if key is not None:
+        _dispatch.remember(_gelu_plans, key, plan)
+    return _ops._execute(plan, (tensor,), None)
 
 
 gelu._tp_differentiable = "gelu"   # type: ignore[attr-defined]   # checks autograd inline
 _GELU_RESULT = _only_floating("gelu")
+#: (the input's Layout, approximate) -> gelu's elementwise plan: a repeated call (every layer of
+#: a model) goes straight to the launch, its checks done at the first
+_gelu_plans: dict = {}
 
 
 # -- derivatives: one kernel each (the composed formulas would launch a dozen) -------------------

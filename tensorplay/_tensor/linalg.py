@@ -159,7 +159,12 @@ def matmul(input, other) -> Tensor:
             _same_dtype("matmul", input, other)
             plan = _plan_product("matmul", input, other, _matmul_shape(input.shape, other.shape))
             _dispatch.remember(_plans, key, plan, 1024)
-        return _launch_matmul("matmul", input, other, None, plan)
+        device = plan.device   # (_launch_matmul, inlined: every eager product passes here)
+        out = _dispatch.empty(device, plan.shape, plan.dtype)
+        kernel = functools.partial(plan.matmul, input._data, other._data, out, plan.precision)
+        kernel.__name__, kernel.tp_attrs = "matmul", plan.attrs   # type: ignore[attr-defined]
+        plan.launch(device, kernel)
+        return Tensor._make(out, device, plan.dtype)
     a, b = _tensor_arg(input, "matmul", "input"), _tensor_arg(other, "matmul", "other")
     _same_dtype("matmul", a, b)
     return _launch_matmul("matmul", a, b, _matmul_shape(a.shape, b.shape))

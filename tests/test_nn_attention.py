@@ -266,3 +266,32 @@ def test_captured_decode_attention_reads_the_cache_and_mask_at_each_replay(dev, 
         keep = np.arange(keys) <= position
         expected = reference(*(to_numpy(t) for t in (q, cache_k, cache_v)), mask=keep)
         np.testing.assert_allclose(to_numpy(out), expected, rtol=2e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("dtype", [tp.float32, tp.bfloat16])
+def test_one_op_result_interleaves_the_heads_as_torchs_flash_kernels(device, dtype):
+    """The one-op path lays its result out as (B, L, H, D), PyTorch's flash attention's layout:
+    merging the heads back into rows is a view of the same memory (no copy), for the causal
+    products path, a masked prompt (cuda's tiled kernel, through scratch) and few query rows;
+    one query row is C-contiguous as well, so ``view(B, H * D)`` works on a decode step."""
+    for length, mask in ((96, None), (40, True), (5, None), (1, None)):
+        q, k, v = _prompt_views(device, dtype, 2, length, max(length, 8), 3, 32)
+        keys = k.shape[2]
+        keep = np.ones((length, keys), bool)
+        keep[:, keys // 2:] = False
+        options = dict(is_causal=True) if mask is None and length > 1 else \
+            dict(attn_mask=tp.tensor(keep, device=device)) if mask else {}
+        got = F.scaled_dot_product_attention(q, k, v, **options)
+        merged = got.transpose(1, 2).reshape(2, length, 3 * 32)
+        assert got.transpose(1, 2).is_contiguous()
+        assert merged.data_ptr() == got.data_ptr()
+        expected = reference(*[to_numpy(t.double()) for t in (q, k, v)],
+                             causal=bool(options.get("is_causal")),
+                             mask=keep if mask else None)
+        np.testing.assert_allclose(to_numpy(merged.double()),
+                                   expected.transpose(0, 2, 1, 3).reshape(2, length, 96),
+                                   rtol=3e-2, atol=3e-2)
+        if length == 1:
+            assert got.is_contiguous() and got.view(2, 96).data_ptr() == got.data_ptr()
+    composed = F.scaled_dot_product_attention(q.detach().requires_grad_(), k, v)
+    assert composed.is_contiguous()   # the composed path (autograd) keeps C order

@@ -61,10 +61,18 @@ def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None, sc
 
     ``query`` ``(B, H, L, D)``, ``key``/``value`` ``(B, Hkv, S, D)`` with ``H % Hkv == 0``, one
     float dtype, one device; ``mask`` None or broadcastable to ``(B, H, L, S)``. The caller
-    (``nn.functional``) has checked all of this."""
+    (``nn.functional``) has checked all of this. The result is ``(B, H, L, D)`` laid out in
+    memory as ``(B, L, H, D)`` (C order where ``L`` or ``H`` is 1)."""
     device = query.device
     dtype = query.dtype
-    out_array = _dispatch.empty(device, tuple(query.shape), dtype)
+    batch, heads, length, dim = shape = tuple(query.shape)
+    if length > 1 and heads > 1:
+        # (B, H, L, D) over (B, L, H, D) memory, as PyTorch's flash kernels lay out theirs:
+        # merging the heads afterwards (``out.transpose(1, 2).reshape(B, L, H * D)``) is a view
+        out_array = _dispatch.empty(device, (batch, length, heads, dim),
+                                    dtype).transpose(0, 2, 1, 3)
+    else:
+        out_array = _dispatch.empty(device, shape, dtype)
     backend = _dispatch.backend_of(device)
     fused = _dispatch.hook(backend, "attention") if device.type != "cpu" else None
     xp = backend.xp

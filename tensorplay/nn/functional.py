@@ -715,7 +715,10 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor,
       ``softmax``, products), so it works under autograd too.
 
     Both work eagerly and inside graphs; a row whose every key is masked gives NaN, as
-    PyTorch's math path does.
+    PyTorch's math path does. The one-op result is laid out in memory as ``(B, L, H, Ev)``
+    (PyTorch's flash kernels lay theirs out so): merging the heads back into rows,
+    ``out.transpose(1, 2).reshape(B, L, H * Ev)``, is a view, not a copy; ``view`` across the
+    heads of the ``(B, H, L, Ev)`` result itself needs ``contiguous()`` first, as in PyTorch.
 
     Raises:
         RuntimeError: query, key and value of different dtypes; both ``attn_mask`` and

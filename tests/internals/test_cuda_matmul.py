@@ -74,6 +74,40 @@ def test_transposed_weight_takes_no_copy_and_strided_out_is_written():
 
 
 @needs_cublaslt
+@pytest.mark.parametrize("dtype", [np.float32, "bfloat16"])
+def test_strided_outputs_are_written_in_place_by_one_product(monkeypatch, dtype):
+    """An output whose rows or matrices are strided (an attention's heads laid out (B, L, H,
+    D), rows with padding) is written by cuBLASLt in place, with no scratch and copy; outputs
+    it cannot describe still come out right through the scratch."""
+    dtype = HALF.get(dtype, dtype)
+    tol = 1e-4 if dtype == np.float32 else 2e-2
+    empties = []
+    real_empty = cupy.empty
+    monkeypatch.setattr(_matmul.cupy, "empty",
+                        lambda *args, **kw: empties.append(args[0]) or real_empty(*args, **kw))
+    probs = cupy.asarray(_host((1, 12, 80, 96), dtype))
+    values = cupy.asarray(_host((1, 12, 96, 64), dtype, 1))
+    expected = probs.get().astype(np.float64) @ values.get().astype(np.float64)
+    heads = cupy.zeros((1, 80, 12, 64), dtype)
+    out = heads.transpose(0, 2, 1, 3)                 # (B, H, L, D) over (B, L, H, D) memory
+    for _ in range(2):                                # planned, then the kept plan
+        empties.clear()
+        assert _BACKEND.matmul(probs, values, out) is out
+        assert not [shape for shape in empties if shape == out.shape]
+        np.testing.assert_allclose(out.get().astype(np.float64), expected, rtol=tol, atol=tol)
+    padded = cupy.zeros((80, 72), dtype)[:, :64]      # rows 72 apart
+    a, b = cupy.asarray(_host((80, 32), dtype, 2)), cupy.asarray(_host((32, 64), dtype, 3))
+    assert _BACKEND.matmul(a, b, padded) is padded
+    np.testing.assert_allclose(padded.get().astype(np.float64),
+                               a.get().astype(np.float64) @ b.get().astype(np.float64),
+                               rtol=tol, atol=tol)
+    overlapping = cupy.lib.stride_tricks.as_strided(   # rows 8 apart, 64 wide: no in place
+        cupy.zeros(80 * 8 + 64, dtype), (80, 64), (8 * np.dtype(dtype).itemsize,
+                                                    np.dtype(dtype).itemsize))
+    assert _matmul._output_strides(overlapping, (), 80, 64) is None
+
+
+@needs_cublaslt
 @pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex64])
 def test_products_inside_a_raw_capture_replay(dtype):
     ha, hb = _host((3, 6, 40), dtype), _host((40, 24), dtype, 1)

@@ -47,7 +47,7 @@ import numpy as np
 
 from . import _elementwise_source as _source
 from . import _kernels as _kernel_cache
-from . import _matmul
+from . import _copy, _matmul
 from ._launch import PackedLaunch, thread_ident
 
 __all__ = ["attention", "ATTENTION_DTYPES", "MAX_HEAD_DIM", "DECODE_QUERIES", "TILED_HEAD_DIM",
@@ -678,8 +678,10 @@ class _Plan:
         self.counters: dict[int, Any] | None = {} if merges_itself else None
 
 
+#: the plan of a signature whose kernels take it but whose output is not C-contiguous
+_THROUGH_SCRATCH = object()
 #: call signature -> its plan, or None for a signature the kernels do not take
-_plans: dict[tuple, "_Plan | _ProductsPlan | None"] = {}
+_plans: dict[tuple, Any] = {}
 _PLANS_KEPT = 512   # signatures remembered at most (shapes of a model are few)
 
 
@@ -687,7 +689,9 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> bool:
     """``out[...] = softmax(q @ k.mT * scale + mask) @ v`` (see the module docstring) on
     CuPy's current stream: ``q`` ``(B, H, L, D)``, ``k``/``v`` ``(B, Hkv, S, D)`` of one dtype
     (``H`` a multiple of ``Hkv``); ``mask`` None or broadcastable to ``(B, H, L, S)`` (bool,
-    or additive of the query's dtype or float32); ``out`` C-contiguous ``(B, H, L, D)``.
+    or additive of the query's dtype or float32); ``out`` ``(B, H, L, D)``, C-contiguous or
+    any layout: the products path writes it in place through cuBLASLt (the heads of a ``(B,
+    L, H, D)`` output as well), the kernels write C order and copy into another layout.
     Returns False, launching nothing, for what the kernels do not take (float64, heads over
     ``MAX_HEAD_DIM``, a last dimension that is not contiguous, negative strides, another mask
     dtype). Everything but the addresses is worked out once per call signature (the eager
@@ -696,17 +700,26 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> bool:
         return True
     key = (q.shape, q.strides, k.shape, k.strides, v.strides, q.dtype, k.dtype, v.dtype,
            causal, scale, k.data.ptr & 15, v.data.ptr & 15, q.data.device_id,
-           None if mask is None else (mask.shape, mask.strides, mask.dtype))
+           None if mask is None else (mask.shape, mask.strides, mask.dtype), out.strides)
     try:
         plan = _plans[key]
     except KeyError:
         plan = _plan(q, k, v, mask, out, scale, causal)
+        if plan is not None and not isinstance(plan, _ProductsPlan) and \
+                not out.flags.c_contiguous:
+            plan = _THROUGH_SCRATCH
         if len(_plans) < _PLANS_KEPT:
             _plans[key] = plan
     if plan is None:
         return False
     if isinstance(plan, _ProductsPlan):
-        plan.run(q, k, v, out)
+        plan.run(q, k, v, out)   # the product with the values writes out's strides itself
+        return True
+    if plan is _THROUGH_SCRATCH:   # the kernels write C order: into scratch, then one copy
+        target = cupy.empty(out.shape, out.dtype)
+        attention(q, k, v, mask, target, scale, causal)
+        if not _copy.copy(out, target):
+            out[...] = target
         return True
     part = None if not plan.part_size else cupy.empty(plan.part_size, np.float32)
     packed = plan.packed

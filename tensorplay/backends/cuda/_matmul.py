@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 from typing import Any
 
@@ -262,6 +263,29 @@ def _batch_stride(array, batch_shape: tuple[int, ...]) -> int | None:
     return inner_stride
 
 
+def _output_strides(out, batch_shape: tuple[int, ...], m: int, n: int) -> tuple[int, int] | None:
+    """``(row stride, batch stride)`` in elements of a product's output that cuBLASLt can
+    write in place though it is not C-contiguous, or None: unit column stride, batch dims that
+    collapse to one stride, and rows and matrices that never overlap, in either order (rows
+    ``n`` or more apart with matrices past each other's last row, or, as the heads of an
+    attention output laid out ``(B, L, H, D)``, matrices ``n`` or more apart inside rows wide
+    enough for all of them)."""
+    item = out.itemsize
+    if n > 1 and out.strides[-1] != item:
+        return None
+    row = out.strides[-2] // item if m > 1 else n
+    batch = math.prod(batch_shape)
+    step = _batch_stride(out, batch_shape) if batch > 1 else m * row
+    if step is None or row < n or step <= 0 or out.strides[-2] % item or \
+            (row * item) % 16 or (step * item) % 16:
+        return None   # (16-byte strides: cuBLASLt's algorithms take those)
+    if batch == 1 or step >= (m - 1) * row + n:
+        return row, step
+    if step >= n and step * (batch - 1) + n <= row:
+        return row, step
+    return None
+
+
 def _matrix_view(array, one_d_as_row: bool):
     """``array`` with a 1-D operand given the matrix shape numpy's matmul gives it."""
     if array.ndim == 1:
@@ -370,11 +394,15 @@ def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
         if residual is not None:
             out += residual
         return out
-    result = out.reshape(batch_shape + (m, n)) if out.flags.c_contiguous else None
-    if result is None:
+    if out.flags.c_contiguous:
+        result = out.reshape(batch_shape + (m, n))
+    elif residual is None and a.ndim > 1 and b.ndim > 1 and \
+            _output_strides(out, batch_shape, m, n) is not None:
+        result = out   # cuBLASLt writes the strided rows itself (an attention's heads)
+    else:
         direct = None
         result = cupy.empty(batch_shape + (m, n), out.dtype)
-    if b2.ndim == 2 and a2.ndim > 2:
+    if b2.ndim == 2 and a2.ndim > 2 and result.flags.c_contiguous:
         rows = _fold_rows(a2)
         if rows is not None:   # one GEMM: the batch folds into a's rows
             a2, batch_shape, result = rows, (), result.reshape(-1, n)
@@ -468,8 +496,10 @@ def _gemm(a, b, c, batch_shape, dtype, precision, bias, with_bias, activation, r
     # the C input (the residual) shares D's layout, and so the alignment promised for both
     align_c = _alignment(pc) if residual is None else min(_alignment(pc),
                                                            _alignment(residual.data.ptr))
+    # D's row and batch strides: C order, or a strided output _output_strides took
+    d_strides = (n, m * n) if c.flags.c_contiguous else _output_strides(c, batch_shape, m, n)
     key = (device, dtype, precision, b_op, a_op, b_stride, a_stride, batch, m, n, with_bias,
-           activation, _alignment(pb), _alignment(pa), align_c, lean, c.dtype)
+           activation, _alignment(pb), _alignment(pa), align_c, lean, c.dtype, d_strides)
     plan = _plans.get(key)
     if plan is None:
         try:
@@ -523,10 +553,10 @@ _BIAS_POINTER = _lt.MatmulDescAttribute.BIAS_POINTER if _lt is not None else Non
 
 def _make_plan(key) -> _Plan:
     (device, dtype, precision, b_op, a_op, b_stride, a_stride, batch, m, n, with_bias,
-     activation, align_b, align_a, align_c, lean, out_dtype) = key
-    # cuBLASLt's A is our b (C^T = B^T A^T); its D is c^T: n rows, m cols, ld n
+     activation, align_b, align_a, align_c, lean, out_dtype, (d_ld, d_stride)) = key
+    # cuBLASLt's A is our b (C^T = B^T A^T); its D is c^T: n rows, m cols, ld the row stride
     arguments = (device, dtype, precision, b_op + (b_stride,), a_op + (a_stride,),
-                 (n, m, n, m * n), batch, with_bias, activation,
+                 (n, m, d_ld, d_stride), batch, with_bias, activation,
                  (align_b, align_a, align_c, align_c), out_dtype)
     try:
         plan = _Plan(*arguments, 0 if lean else _WORKSPACE_LIMIT)

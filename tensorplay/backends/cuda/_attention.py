@@ -387,7 +387,8 @@ def _combine_source(dtype: np.dtype, name: str) -> str:
     ])
 
 
-def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int, name: str) -> str:
+def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int, name: str,
+                  interleaved: bool = False) -> str:
     """The tiled kernel for heads ``dim`` wide (see the module docstring): a warp takes
     ``_ROWS_PER_WARP`` query rows, so each key and value read from shared memory serves them
     all."""
@@ -483,7 +484,9 @@ def _tiled_source(dtype: np.dtype, mask_dtype: np.dtype | None, dim: int, name: 
         "    for (int r = 0; r < R; ++r) {",
         "        const tp_i64 i = first_row + r;",
         "        if (i >= length) break;",
-        "        const tp_i64 row = bh * length + i;",
+        # the output's row of (B, H, L, D), or with ``interleaved`` of (B, L, H, D) memory
+        "        const tp_i64 row = " + ("(bi * length + i) * heads + h;" if interleaved
+                                        else "bh * length + i;"),
         "        for (int c = 0; c < PL; ++c) {",
         "            const int d = lane + 32 * c;",
         "            if (d < D)",
@@ -522,17 +525,18 @@ def _loaded(key: tuple, make, device: int) -> PackedLaunch:
 
 
 def _head_kernel(kind: str, dtype: np.dtype, mask_dtype: np.dtype | None, dim: int,
-                 device: int) -> PackedLaunch:
+                 device: int, interleaved: bool = False) -> PackedLaunch:
     """The kernel specialised on the head width ``dim``, loaded on ``device``: ``kind``
-    "tiled" (``_tiled_source``) or "vector" (``_vector_source``)."""
+    "tiled" (``_tiled_source``; ``interleaved``: it writes an output of ``(B, L, H, D)``
+    memory) or "vector" (``_vector_source``)."""
     mask_name = "none" if mask_dtype is None else mask_dtype.name
-    name = f"tp_attention_{kind}_{dtype.name}_{mask_name}_{dim}"
-    source = _tiled_source if kind == "tiled" else _vector_source
+    name = f"tp_attention_{kind}_{dtype.name}_{mask_name}_{dim}{'_bl' if interleaved else ''}"
 
     def make():
-        kernel = cupy.RawKernel(source(dtype, mask_dtype, dim, name), name)
-        return PackedLaunch(kernel, _ATTENTION_SLOTS, scalar_format="d")
-    return _loaded(("attention_" + kind, dtype, mask_dtype, dim), make, device)
+        source = _tiled_source(dtype, mask_dtype, dim, name, interleaved) if kind == "tiled" \
+            else _vector_source(dtype, mask_dtype, dim, name)
+        return PackedLaunch(cupy.RawKernel(source, name), _ATTENTION_SLOTS, scalar_format="d")
+    return _loaded(("attention_" + kind, dtype, mask_dtype, dim, interleaved), make, device)
 
 
 def _vector_applies(q, k, v, dim: int) -> bool:
@@ -664,7 +668,7 @@ class _Plan:
     an address (``static``, slots 6 to 26), and the flash-decoding partials' size."""
 
     __slots__ = ("packed", "grid", "chunks", "threads", "static", "scale", "combine",
-                 "combine_threads", "part_size", "counters")
+                 "combine_threads", "part_size", "counters", "writes_layout")
 
     def __init__(self, packed, grid, chunks, threads, static, scale, combine, part_size,
                  combine_threads, merges_itself=False):
@@ -676,6 +680,9 @@ class _Plan:
         # a zeroed array that its last block resets: one per stream, so that launches on two
         # streams never share one (None: a separate combining kernel merges)
         self.counters: dict[int, Any] | None = {} if merges_itself else None
+        #: whether the kernel writes the output's own layout when it is not C order (the
+        #: tiled kernel's interleaved heads); else such an output goes through scratch
+        self.writes_layout = False
 
 
 #: the plan of a signature whose kernels take it but whose output is not C-contiguous
@@ -690,8 +697,9 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> bool:
     CuPy's current stream: ``q`` ``(B, H, L, D)``, ``k``/``v`` ``(B, Hkv, S, D)`` of one dtype
     (``H`` a multiple of ``Hkv``); ``mask`` None or broadcastable to ``(B, H, L, S)`` (bool,
     or additive of the query's dtype or float32); ``out`` ``(B, H, L, D)``, C-contiguous or
-    any layout: the products path writes it in place through cuBLASLt (the heads of a ``(B,
-    L, H, D)`` output as well), the kernels write C order and copy into another layout.
+    any layout: the products path writes it in place through cuBLASLt and the tiled kernel
+    the heads of a ``(B, L, H, D)`` output; the other kernels write C order into scratch,
+    copied into another layout.
     Returns False, launching nothing, for what the kernels do not take (float64, heads over
     ``MAX_HEAD_DIM``, a last dimension that is not contiguous, negative strides, another mask
     dtype). Everything but the addresses is worked out once per call signature (the eager
@@ -706,7 +714,7 @@ def attention(q, k, v, mask, out, scale: float, causal: bool) -> bool:
     except KeyError:
         plan = _plan(q, k, v, mask, out, scale, causal)
         if plan is not None and not isinstance(plan, _ProductsPlan) and \
-                not out.flags.c_contiguous:
+                not out.flags.c_contiguous and not plan.writes_layout:
             plan = _THROUGH_SCRATCH
         if len(_plans) < _PLANS_KEPT:
             _plans[key] = plan
@@ -799,10 +807,15 @@ def _plan(q, k, v, mask, out, scale: float, causal: bool) -> _Plan | _ProductsPl
     if _products_apply(q, k, v, mask, dim):
         return _ProductsPlan(q, k, scale, causal)
     if length > DECODE_QUERIES and dim <= TILED_HEAD_DIM and batch * heads <= _GRID_Y_CAP:
-        tiled = _head_kernel("tiled", dtype, mask_dtype, dim, device)
+        item = out.itemsize
+        interleaved = out.strides == (length * heads * dim * item, dim * item,
+                                      heads * dim * item, item)
+        tiled = _head_kernel("tiled", dtype, mask_dtype, dim, device, interleaved)
         rows_per_block = _TILED_WARPS * _ROWS_PER_WARP
-        return _Plan(tiled, -(-length // rows_per_block), batch * heads, 32 * _TILED_WARPS,
+        plan = _Plan(tiled, -(-length // rows_per_block), batch * heads, 32 * _TILED_WARPS,
                      static(1, keys), scale, None, 0, 32)
+        plan.writes_layout = interleaved
+        return plan
     vector = _vector_applies(q, k, v, dim)
     if vector:   # merges its own chunks: no combining kernel
         packed = _head_kernel("vector", dtype, mask_dtype, dim, device)

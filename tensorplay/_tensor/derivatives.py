@@ -98,7 +98,8 @@ def _scaled(g, alpha):
     return g if alpha == 1 else g * alpha
 
 
-#: (rows, dtype, device) -> a (1, rows) tensor of ones, made eagerly once and never written
+#: (rows, dtype, device, native stream) -> a (1, rows) tensor of ones, made eagerly once on
+#: that stream (so the products that read it there are ordered after its fill) and never written
 _ONE_ROWS: dict = {}
 
 
@@ -107,17 +108,17 @@ def _accumulate_bias(g: Tensor, target: Tensor, overwrite: bool, alpha=1) -> boo
     product ``ones(1, rows) @ g`` that adds into ``target`` (the reduction and the add in one
     launch), where the backend has such a product and ``g`` is a C-contiguous ``(rows, n)`` of
     ``target``'s dtype, ``target`` of shape ``(n,)``. The row of ones is kept per signature,
-    made outside any capture (a graph must not own memory the cache keeps); returns False,
-    touching nothing, otherwise."""
+    made outside any capture (a graph must not own memory the cache keeps) and per stream;
+    returns False, touching nothing, otherwise."""
     shape, have = target._data.shape, g._data.shape
     if alpha != 1 or len(shape) != 1 or len(have) != 2 or have[1] != shape[0] or \
-            have[0] < 2 or g._dtype is not target._dtype or not g._data.flags.c_contiguous:
+            have[0] < 2 or g._dtype is not target._dtype or not g._data.flags.c_contiguous or \
+            g._device.type == "cpu":
         return False
-    key = (have[0], g._dtype, g._device)
+    key = (have[0], g._dtype, g._device, _dispatch.current_native_stream(g._device))
     ones = _ONE_ROWS.get(key)
     if ones is None:
-        if g._device.type == "cpu" or _dispatch.accelerator_hook("matmul_residual") is None \
-                or _capture.active_captures():
+        if _dispatch.accelerator_hook("matmul_residual") is None or _capture.active_captures():
             return False
         ones = _creation.ones((1, have[0]), dtype=g._dtype, device=g._device)
         _dispatch.remember(_ONE_ROWS, key, ones, 64)

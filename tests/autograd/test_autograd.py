@@ -489,4 +489,16 @@ def test_bias_gradients_summed_straight_into_grad_match(monkeypatch):
     graph.replay()
     np.testing.assert_allclose(to_numpy(c.grad), to_numpy(up3).sum(0), rtol=1e-5)
     assert not [call for call in calls if call[0] == (1, 3)]
-    assert (3, tp.float32, device) not in derivatives._ONE_ROWS
+    assert not [key for key in derivatives._ONE_ROWS if key[0] == 3]
+    # another stream keeps a row of its own, filled in that stream's order
+    d = tp.tensor(rng.standard_normal(4), dtype=tp.float32, device=device, requires_grad=True)
+    ((h + d) * up).sum().backward()          # .grad made
+    calls.clear()
+    kept = len(derivatives._ONE_ROWS)
+    side = tp.Stream()
+    side.wait_stream(tp.accelerator.current_stream())
+    with side:
+        ((h + d) * up).sum().backward()
+    tp.accelerator.current_stream().wait_stream(side)
+    np.testing.assert_allclose(to_numpy(d.grad), 2 * reference, rtol=1e-5)
+    assert calls == [((1, 6), False)] and len(derivatives._ONE_ROWS) == kept + 1

@@ -772,11 +772,10 @@ def _zeros(shape, dtype, device) -> Tensor:
 
 
 class _Ops:
-    """The few ops the engine itself needs (zeros, ones, sum to a shape), handed in by
+    """The few ops the engine itself needs (zeros, sum to a shape), handed in by
     ``derivatives.py``: this module sits below every op module."""
 
     zeros: Callable
-    ones: Callable
     sum_to: Callable
 
 

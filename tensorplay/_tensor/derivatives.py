@@ -50,7 +50,6 @@ def sum_to(grad: Tensor, shape) -> Tensor:
 
 
 _ag.ops.zeros = _creation.zeros
-_ag.ops.ones = _creation.ones
 _ag.ops.sum_to = sum_to
 
 

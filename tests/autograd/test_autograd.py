@@ -377,19 +377,19 @@ def test_backward_captured_accumulates_into_existing_grads(dev):
     assert w.grad is grad
 
 
-def test_weight_gradients_written_straight_into_grad_match(monkeypatch):
-    """Where the backend adds into a product's output (cuda), a weight's gradient goes straight
-    into ``.grad`` (added, or written into an optimizer's buffer) without a separate kernel:
-    the gradients are the same as through AccumulateGrad. The backend's hook is wrapped to
-    count its calls; where it has none (sim), a NumPy stand-in of it drives the engine's path."""
-    import numpy as np
+@pytest.fixture
+def residual_products(monkeypatch):
+    """The calls of the backend's ``matmul_residual`` hook (the product the engine writes
+    gradients straight into ``.grad`` with), each ``(shape of a, whether it wrote rather than
+    added)``: the hook is wrapped to count them, and where the backend has none (sim) a NumPy
+    stand-in of it drives the engine's path."""
     from tensorplay._runtime import dispatch as _dispatch
     calls = []
     real = _dispatch.accelerator_hook
     backend_hook = real("matmul_residual")
 
     def matmul_residual(a, b, out, bias, residual, precision="highest"):
-        calls.append(residual is None)
+        calls.append((tuple(a.shape), residual is None))
         if backend_hook is not None:
             return backend_hook(a, b, out, bias, residual, precision)
         product = np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
@@ -397,6 +397,13 @@ def test_weight_gradients_written_straight_into_grad_match(monkeypatch):
 
     monkeypatch.setattr(_dispatch, "accelerator_hook",
                         lambda name: matmul_residual if name == "matmul_residual" else real(name))
+    return calls
+
+
+def test_weight_gradients_written_straight_into_grad_match(residual_products):
+    """Where the backend adds into a product's output (cuda), a weight's gradient goes straight
+    into ``.grad`` (added, or written into an optimizer's buffer) without a separate kernel:
+    the gradients are the same as through AccumulateGrad."""
     device = tp.accelerator.current_accelerator() or tp.device("cpu")
     if device.type == "cpu":
         pytest.skip("the direct path is for accelerators")
@@ -413,41 +420,26 @@ def test_weight_gradients_written_straight_into_grad_match(monkeypatch):
     assert w.grad is not None
     step()
     np.testing.assert_allclose(w.grad.cpu().numpy(), 4 * reference, rtol=1e-5)
-    assert calls.count(False) == 2           # the second step: both products added in place
+    added = [call for call in residual_products if not call[1]]
+    assert len(added) == 2                   # the second step: both products added in place
     w.grad.zero_()
     w.register_hook(lambda g: g * 2)         # a hook: the gradient goes through it as before
     step()
     np.testing.assert_allclose(w.grad.cpu().numpy(), 4 * reference, rtol=1e-5)
-    assert calls.count(False) == 2
+    assert [call for call in residual_products if not call[1]] == added
 
 
-def test_bias_gradients_summed_straight_into_grad_match(monkeypatch):
+def test_bias_gradients_summed_straight_into_grad_match(monkeypatch, residual_products):
     """Where the backend adds into a product's output (cuda), a bias's gradient (the output's
     gradient summed over its rows) goes into ``.grad`` as one product with a row of ones that
     adds into it, instead of a sum and an add; through an optimizer's buffer it is written.
     The gradients are those of the plain path, hooks still see the gradient, and inside a
-    capture that has no row of ones kept from before the plain path runs. The backend's hook
-    is wrapped to count its calls; where it has none (sim), a NumPy stand-in of it drives the
-    engine's path."""
-    import numpy as np
-    from tensorplay._runtime import dispatch as _dispatch
+    capture that has no row of ones kept from before the plain path runs."""
     from tensorplay._tensor import derivatives
     device = tp.accelerator.current_accelerator()
     if device is None:
         pytest.skip("the direct path is for accelerators")
-    calls = []
-    real = _dispatch.accelerator_hook
-    backend_hook = real("matmul_residual")
-
-    def matmul_residual(a, b, out, bias, residual, precision="highest"):
-        calls.append((tuple(a.shape), residual is None))
-        if backend_hook is not None:
-            return backend_hook(a, b, out, bias, residual, precision)
-        product = np.matmul(np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64))
-        out[...] = product + (0 if residual is None else residual)
-
-    monkeypatch.setattr(_dispatch, "accelerator_hook",
-                        lambda name: matmul_residual if name == "matmul_residual" else real(name))
+    calls = residual_products
     monkeypatch.setattr(derivatives, "_ONE_ROWS", {})
     rng = np.random.default_rng(0)
     h = tp.tensor(rng.standard_normal((6, 4)), dtype=tp.float32, device=device)

@@ -5,24 +5,19 @@ accelerator, GPT-2-small in bf16 (cuda) or float32: each variant's milliseconds 
 Usage: ``python3 benchmarks/eager_decode_probe.py [tokens]``."""
 
 import gc
-import os
 import sys
 import time
 
 import tensorplay as tp
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-import gpt2  # noqa: E402
+from gpt2_probe import probe_model
 
 
 def main() -> None:
     count = int(sys.argv[1]) if len(sys.argv) > 1 else 64
-    device = tp.accelerator.current_accelerator()
-    dtype = tp.bfloat16 if device is not None and device.type == "cuda" else tp.float32
-    model = gpt2.GPT2(gpt2.random_weights(gpt2.SMALL), gpt2.SMALL, device, dtype)
+    model, sync = probe_model()
+    device = model.device
     token = tp.tensor([1], device=device)
     positions = [tp.tensor([p], device=device) for p in range(count)]
-    sync = tp.accelerator.synchronize
 
     def step_only():
         for pos in positions:

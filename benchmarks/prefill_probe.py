@@ -9,18 +9,13 @@ JAX in the same process, whose objects a full collection walks). Usage:
 import argparse
 import cProfile
 import gc
-import os
 import pstats
-import sys
 import time
 from collections import defaultdict
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-
-import gpt2  # noqa: E402
-
-import tensorplay as tp  # noqa: E402
-from tensorplay.bench.timing import timed_loops  # noqa: E402
+import tensorplay as tp
+from gpt2_probe import probe_model
+from tensorplay.bench.timing import timed_loops
 
 F = tp.nn.functional
 
@@ -197,11 +192,8 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--calls", type=int, default=10)
     args = parser.parse_args()
-    device = tp.accelerator.current_accelerator()
-    config = gpt2.TINY if args.tiny else gpt2.SMALL
-    dtype = tp.bfloat16 if device is not None and device.type == "cuda" else tp.float32
-    model = gpt2.GPT2(gpt2.random_weights(config), config, device, dtype)
-    sync = tp.accelerator.synchronize if device is not None else (lambda: None)
+    model, sync = probe_model(args.tiny)
+    config, device, dtype = model.config, model.device, model.dtype
     length = min(512, config.n_positions)
     tokens = tp.tensor([i % config.vocab_size for i in range(length)], device=device)
     token, pos = tp.tensor([1], device=device), tp.tensor([3], device=device)

@@ -9,19 +9,14 @@ accelerator."""
 
 import argparse
 import cProfile
-import os
 import pstats
-import sys
 import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
-
-import gpt2  # noqa: E402
-
-import tensorplay as tp  # noqa: E402
-from tensorplay.bench.decode import graph_nodes  # noqa: E402
+import tensorplay as tp
+from gpt2_probe import gpt2, probe_model
+from tensorplay.bench.decode import graph_nodes
 
 
 def main() -> None:
@@ -29,11 +24,8 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--tokens", type=int, default=64)
     args = parser.parse_args()
-    device = tp.accelerator.current_accelerator()
-    config = gpt2.TINY if args.tiny else gpt2.SMALL
-    dtype = tp.bfloat16 if device is not None and device.type == "cuda" else tp.float32
-    model = gpt2.GPT2(gpt2.random_weights(config), config, device, dtype)
-    sync = tp.accelerator.synchronize if device is not None else (lambda: None)
+    model, sync = probe_model(args.tiny)
+    config, device, dtype = model.config, model.device, model.dtype
     token = tp.tensor([1], device=device)
     positions = [tp.tensor([p], device=device) for p in range(args.tokens)]
 

@@ -59,31 +59,30 @@ def _phased(lib, device, batch: int):
 def _node_times(device, batch: int, steps: int) -> dict:
     """Host time of each backward node's ``apply`` (by op), over ``steps`` tensorplay steps."""
     times: dict = defaultdict(list)
+    # the apply of op nodes, and of the leaves' sinks (a class of its own), each timed
+    originals = {_autograd.Node: _autograd.Node.apply,
+                 _autograd.AccumulateGrad: _autograd.AccumulateGrad.apply}
 
-    def timed_apply(node, grads, _apply=_autograd.Node.apply):
-        start = time.perf_counter()
-        out = _apply(node, grads)
-        times[node.op].append(time.perf_counter() - start)
-        return out
-
-    def timed_accumulate(node, grads, _apply=_autograd.AccumulateGrad.apply):
-        start = time.perf_counter()
-        out = _apply(node, grads)
-        times["accumulate_grad"].append(time.perf_counter() - start)
-        return out
+    def timed(apply):
+        def timed_apply(node, grads):
+            start = time.perf_counter()
+            out = apply(node, grads)
+            times[node.op].append(time.perf_counter() - start)
+            return out
+        return timed_apply
 
     phased = _phased(tp, device, batch)
     scratch: dict = defaultdict(list)
     for _ in range(5):
         phased(scratch)
-    _autograd.Node.apply = timed_apply                  # type: ignore[method-assign]
-    _autograd.AccumulateGrad.apply = timed_accumulate   # type: ignore[method-assign]
+    for cls, apply in originals.items():
+        cls.apply = timed(apply)   # type: ignore[method-assign]
     try:
         for _ in range(steps):
             phased(scratch)
     finally:
-        _autograd.Node.apply = timed_apply.__defaults__[0]              # type: ignore
-        _autograd.AccumulateGrad.apply = timed_accumulate.__defaults__[0]   # type: ignore
+        for cls, apply in originals.items():
+            cls.apply = apply   # type: ignore[method-assign]
     tp.accelerator.synchronize()
     return times
 

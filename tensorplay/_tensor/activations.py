@@ -1,7 +1,7 @@
 """Activations and the error function: ``relu gelu sigmoid silu softmax log_softmax erf erfc``.
 
 Each is ONE kernel. Where the device's backend offers the optional hooks ``activation(name, x,
-out)`` and ``softmax(x, dim, out, log)`` (cuda: one raw kernel per activation and one per
+out)`` and ``softmax(x, out, dim, log)`` (cuda: one raw kernel per activation and one per
 softmax), the kernel calls them; elsewhere (host, sim) it evaluates the formulas below with
 ``xp`` inside one launch. Both give the same values within float tolerance; float16 and bfloat16
 compute in float32 and round once.
@@ -281,8 +281,9 @@ def _log_softmax_rule(xp, x, axis):
 @functools.cache
 def _softmax_kernel(axis: int, zero_d: bool, rule, hook, log: bool):
     """The formula and the backend's one kernel (or None) of a softmax along ``axis``, made once
-    each, so the op's plan is kept per signature."""
-    native = None if hook is None else (lambda x, out: hook(x, axis, out, log))
+    each, so the op's plan is kept per signature. The kernel is the hook with ``dim`` and
+    ``log`` bound (a partial: no Python frame of its own on the launch)."""
+    native = None if hook is None else functools.partial(hook, dim=axis, log=log)
     return _along(axis, zero_d, rule), native
 
 
@@ -292,13 +293,11 @@ _softmax_plans: dict = {}
 
 
 def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
+    """The first call of a signature (checked, its plan kept when it may be), and every call
+    with ``dtype`` or a dim that is not an int."""
     # the key of a call that may keep its plan (no dtype, an int dim), None otherwise
     key = (op, input._layout or layout_of(input), dim) \
         if dtype is None and type(input) is Tensor and type(dim) is int else None
-    if key is not None:
-        plan = _softmax_plans.get(key)
-        if plan is not None:
-            return _ops._execute(plan, (input,), None)
     tensor, axis = _softmax_input(op, input, dim, dtype)
     if tensor.numel() == 0:
         return tensor.clone()
@@ -311,11 +310,28 @@ def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
     return _ops._execute(plan, (tensor,), None)
 
 
-def softmax(input, dim: int, dtype=None) -> Tensor:
-    """``exp(x) / sum(exp(x))`` along ``dim``, computed stably (the maximum subtracted)."""
-    return _softmax("softmax", input, dim, dtype, _softmax_rule)
+def _softmax_op(op: str, rule, doc: str):
+    """The public ``op`` (softmax or log_softmax): it checks autograd state itself, and a warm
+    call without ``dtype`` goes from its kept plan straight to the launch (one frame: the eager
+    hot path of every attention layer written with products and softmax)."""
+
+    def function(input, dim: int, dtype=None) -> Tensor:
+        if input.__class__ is Tensor:
+            if input._ag is not None and _grad_mode.enabled:
+                return _autograd.dispatch(op, function, (input, dim, dtype), {})
+            if dtype is None and input._guard is None and dim.__class__ is int:
+                plan = _softmax_plans.get((op, input._layout or layout_of(input), dim))
+                if plan is not None:
+                    return _ops._execute(plan, (input,), None)
+        return _softmax(op, input, dim, dtype, rule)
+
+    function.__name__ = function.__qualname__ = op
+    function.__doc__ = doc
+    function._tp_differentiable = op   # type: ignore[attr-defined]   # checks autograd inline
+    return function
 
 
-def log_softmax(input, dim: int, dtype=None) -> Tensor:
-    """``x - logsumexp(x)`` along ``dim``, computed stably."""
-    return _softmax("log_softmax", input, dim, dtype, _log_softmax_rule)
+softmax = _softmax_op("softmax", _softmax_rule, """``exp(x) / sum(exp(x))`` along ``dim``, computed
+    stably (the maximum subtracted).""")
+log_softmax = _softmax_op("log_softmax", _log_softmax_rule, """``x - logsumexp(x)`` along
+    ``dim``, computed stably.""")

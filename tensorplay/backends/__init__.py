@@ -294,7 +294,7 @@ class OptionalHooks(Protocol):
         """The error function of a float ``xp`` array in one kernel. Fallback: composed from xp
         ops (``_tensor``'s series / continued fraction)."""
 
-    def softmax(self, x: Any, dim: int, out: Any, log: bool) -> None:
+    def softmax(self, x: Any, out: Any, dim: int, log: bool) -> None:
         """One kernel writing the softmax (``log``: log-softmax) of ``x`` along ``dim`` into
         ``out``. Fallback: composed from xp ops (max, subtract, exp, sum, divide)."""
 

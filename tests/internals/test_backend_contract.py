@@ -97,14 +97,14 @@ def test_a_missing_hook_is_none_and_require_hook_names_it():
 
 def test_a_present_hook_is_bound_to_its_backend():
     class WithSoftmax(_Bare):
-        def softmax(self, x, dim, out, log):
+        def softmax(self, x, out, dim, log):
             out[...] = -1 if log else 1
 
     backend = WithSoftmax()
     found = _backends.require_hook(backend, "softmax")
     assert found == backend.softmax and _backends.hook(backend, "softmax") == backend.softmax
     out = np.zeros(2)
-    found(np.zeros(2), 0, out, True)
+    found(np.zeros(2), out, 0, True)
     assert out.tolist() == [-1, -1]
 
 

@@ -692,7 +692,7 @@ def test_gpu_softmax_is_one_kernel_along_any_dim(ew, shape, dim, log):
 
     x = _random(shape, F32) * 4
     out = cupy.empty(shape, F32)
-    _activations.softmax(cupy.asarray(x), dim, out, log)
+    _activations.softmax(cupy.asarray(x), out, dim, log)
     np.testing.assert_allclose(cupy.asnumpy(out), _softmax_reference(x, dim, log),
                                rtol=2e-6, atol=2e-6)
 
@@ -709,12 +709,12 @@ def test_gpu_softmax_dtypes_and_layouts(ew, dtype):
     for log in (False, True):
         want = _softmax_reference(x.astype(F64), 1, log).astype(dtype)
         out = cupy.empty((33, 65), dtype)
-        _activations.softmax(cupy.asarray(x), 1, out, log)
+        _activations.softmax(cupy.asarray(x), out, 1, log)
         tolerance = 1e-12 if dtype == F64 else (1e-2 if dtype == BF16 else 2e-3)
         np.testing.assert_allclose(cupy.asnumpy(out).astype(F64), want.astype(F64),
                                    rtol=tolerance, atol=tolerance)
         strided = cupy.empty((65, 33), dtype).T
-        _activations.softmax(cupy.asarray(x.T.copy()).T, 1, strided, log)
+        _activations.softmax(cupy.asarray(x.T.copy()).T, strided, 1, log)
         np.testing.assert_array_equal(cupy.asnumpy(strided), cupy.asnumpy(out))
 
 
@@ -726,7 +726,7 @@ def test_gpu_softmax_rows_with_nan_or_infinite_maximum_are_nan(ew):
     x = np.array([[1.0, np.nan, 2.0], [-np.inf] * 3, [np.inf, 0.0, 1.0], [0.0, -np.inf, 0.0]],
                  dtype=F32)
     out = cupy.empty(x.shape, F32)
-    _activations.softmax(cupy.asarray(x), 1, out, False)
+    _activations.softmax(cupy.asarray(x), out, 1, False)
     got = cupy.asnumpy(out)
     assert np.isnan(got[:3]).all()
     np.testing.assert_array_equal(got[3], [0.5, 0.0, 0.5])

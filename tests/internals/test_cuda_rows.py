@@ -242,7 +242,7 @@ def test_gpu_softmax_rows_off_16_byte_boundaries(cuda, dtype, length):
     out_flat = cuda.empty(rows * length + 1, dtype)
     out = out_flat[1:].reshape(rows, length)
     for log in (False, True):
-        _activations.softmax(x, 1, out, log)
+        _activations.softmax(x, out, 1, log)
         want = _softmax_ref(cuda.asnumpy(x).astype(F64), 1, log)
         _close(cuda.asnumpy(out).astype(F64), want, dtype, scale=10.0 if log else 1.0)
 

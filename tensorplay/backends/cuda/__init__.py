@@ -513,25 +513,16 @@ class CudaBackend:
         _graphs.to_dot(graph, str(path), bool(verbose))
 
     # -- optional hooks (backends.OptionalHooks) -------------------------------------------------
-    def matmul(self, a, b, out=None, precision: str = "highest"):
-        """``numpy.matmul`` for CuPy arrays, eager and while the stream captures (cuBLASLt
-        through nvmath-python): :func:`._matmul.matmul`."""
-        return _matmul.matmul(a, b, out, precision)
-
-    def matmul_epilogue(self, a, b, out, bias, activation, precision: str = "highest"):
-        """``out[...] = activation(a @ b + bias)`` in one cuBLASLt call:
-        :func:`._matmul.matmul_epilogue`."""
-        _matmul.matmul_epilogue(a, b, out, bias, activation, precision)
-
-    def matmul_residual(self, a, b, out, bias, residual, precision: str = "highest"):
-        """``out[...] = a @ b + bias + residual`` in one cuBLASLt call (the residual its C
-        input, beta = 1): :func:`._matmul.matmul_residual`."""
-        _matmul.matmul_residual(a, b, out, bias, residual, precision)
-
-    # they touch only the arrays they are given (and a fresh workspace): Note [write records]
-    matmul.tp_arguments_only = True  # type: ignore[attr-defined]
-    matmul_epilogue.tp_arguments_only = True  # type: ignore[attr-defined]
-    matmul_residual.tp_arguments_only = True  # type: ignore[attr-defined]
+    #: ``matmul(a, b, out=None, precision="highest")``: ``numpy.matmul`` for CuPy arrays, eager
+    #: and while the stream captures (cuBLASLt through nvmath-python); ``matmul_epilogue(a, b,
+    #: out, bias, activation, precision="highest")``: ``out[...] = activation(a @ b + bias)`` in
+    #: one cuBLASLt call; ``matmul_residual(a, b, out, bias, residual, precision="highest")``:
+    #: ``out[...] = a @ b + bias + residual`` in one call (the residual its C input, beta = 1).
+    #: The functions of ``_matmul`` themselves, so an eager product enters no method frame;
+    #: they touch only the arrays they are given (``tp_arguments_only``: Note [write records]).
+    matmul = staticmethod(_matmul.matmul)
+    matmul_epilogue = staticmethod(_matmul.matmul_epilogue)
+    matmul_residual = staticmethod(_matmul.matmul_residual)
 
     def erf(self, x):
         """The error function of a float CuPy array in one kernel: :func:`._activations.erf`."""
@@ -586,10 +577,10 @@ class CudaBackend:
         first dimension of a C-contiguous float array, or None: :func:`._reduce.reduce_axis`."""
         return _reduce.reduce_axis(op, shape, axis, dtype, acc, out)
 
-    def softmax(self, x, dim: int, out, log: bool) -> None:
-        """``out[...] = (log_)softmax(x, dim)`` in one raw kernel:
-        :func:`._activations.softmax`."""
-        _activations.softmax(x, dim, out, log)
+    #: ``softmax(x, out, dim, log)``: ``out[...] = (log_)softmax(x, dim)`` in one raw kernel
+    #: (the function itself: ``_tensor`` binds ``dim`` and ``log`` once per plan, and a launch
+    #: enters no method frame)
+    softmax = staticmethod(_activations.softmax)
 
     def check_index_range(self, idx, size: int, dim: int, wrap: bool, op: str,
                           exception: type, note: str) -> None:

@@ -96,7 +96,7 @@ def _softmax_rows(x, target, length: int, log: bool) -> tuple | None:
     return packed, blocks, threads, length, rows
 
 
-def softmax(x, dim: int, out, log: bool) -> None:
+def softmax(x, out, dim: int, log: bool) -> None:
     """``out[...] = softmax(x, dim)`` (``log``: log-softmax) in one kernel on CuPy's current
     stream: along the last dimension (and any dimension followed by ones only), rows that fit in
     registers (``_elementwise_source.row_plan``: up to 32768 float32, 16384 float16 or bfloat16

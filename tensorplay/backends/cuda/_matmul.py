@@ -294,7 +294,8 @@ def _matrix_view(array, one_d_as_row: bool):
 
 
 # -- the product ------------------------------------------------------------------------------
-def matmul(a, b, out=None, precision: str = "highest"):
+def matmul(a, b, out=None, precision: str = "highest", bias=None, with_bias: bool = False,
+           activation: str | None = None, residual=None):
     """``numpy.matmul(a, b, out=out)`` for CuPy arrays, eager and during stream capture.
 
     Args:
@@ -306,6 +307,9 @@ def matmul(a, b, out=None, precision: str = "highest"):
             float32 sums unrounded (no bias, activation or residual with such an ``out``).
         precision: float32 only: "highest" (full float32), "high" (TF32 tensor cores),
             "medium" (bfloat16 tensor cores), as ``torch.set_float32_matmul_precision``.
+        bias, with_bias, activation, residual: the epilogue, as :func:`matmul_epilogue` and
+            :func:`matmul_residual` pass it (the one implementation of all three: a warm eager
+            product enters no other frame before its launch).
 
     Returns:
         ``out``, or a new C-contiguous array (from CuPy's allocator, so from the graph's pool
@@ -314,32 +318,6 @@ def matmul(a, b, out=None, precision: str = "highest"):
     Raises:
         RuntimeError: capturing without nvmath-python, or capturing an integer/bool product.
     """
-    return _product(a, b, out, precision, None, False, None)
-
-
-def matmul_epilogue(a, b, out, bias, activation: str | None, precision: str = "highest"):
-    """``out[...] = activation(a @ b + bias)`` in one cuBLASLt call (its BIAS, RELU_BIAS or
-    GELU_BIAS epilogue; "gelu_tanh" is GELU's tanh approximation, as cuBLASLt computes it).
-
-    For float16, bfloat16 and float32 operands of one dtype with a contiguous 1-D ``bias`` of
-    the result's last dimension and dtype (what :data:`EPILOGUES` promises). Should cuBLASLt
-    offer no algorithm with the epilogue for some shape, the product runs without it and the
-    bias and activation follow as CuPy kernels.
-    """
-    return _product(a, b, out, precision, bias, True, activation)
-
-
-def matmul_residual(a, b, out, bias, residual, precision: str = "highest"):
-    """``out[...] = a @ b + bias + residual`` (``bias`` None: none) in one kernel: a skinny
-    product's (``_skinny.py``, a few rows) or one cuBLASLt call (the residual its C input with
-    beta = 1, the bias its BIAS epilogue). ``residual`` a C-contiguous array of ``out``'s shape
-    and dtype (it may be ``out`` itself), ``out`` C-contiguous; otherwise, or where neither
-    takes the product (other dtypes, no nvmath-python), the product, then the adds as kernels
-    of their own."""
-    return _product(a, b, out, precision, bias, bias is not None, None, residual)
-
-
-def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
     if out is not None:
         memory = out.data   # its device_id is a plain attribute (out.device builds a Device)
         pa, pb, pc = a.data.ptr, b.data.ptr, memory.ptr
@@ -362,7 +340,7 @@ def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
     if residual is not None and (out is None or not out.flags.c_contiguous or
                                  not residual.flags.c_contiguous or
                                  residual.shape != out.shape or residual.dtype != out.dtype):
-        out = _product(a, b, out, precision, bias, with_bias, activation)
+        out = matmul(a, b, out, precision, bias, with_bias, activation)
         out += residual
         return out
     dtype = a.dtype
@@ -432,6 +410,35 @@ def _product(a, b, out, precision, bias, with_bias, activation, residual=None):
     if result.data.ptr != out.data.ptr:
         out[...] = result.reshape(out.shape)
     return out
+
+
+def matmul_epilogue(a, b, out, bias, activation: str | None, precision: str = "highest"):
+    """``out[...] = activation(a @ b + bias)`` in one cuBLASLt call (its BIAS, RELU_BIAS or
+    GELU_BIAS epilogue; "gelu_tanh" is GELU's tanh approximation, as cuBLASLt computes it).
+
+    For float16, bfloat16 and float32 operands of one dtype with a contiguous 1-D ``bias`` of
+    the result's last dimension and dtype (what :data:`EPILOGUES` promises). Should cuBLASLt
+    offer no algorithm with the epilogue for some shape, the product runs without it and the
+    bias and activation follow as CuPy kernels.
+    """
+    return matmul(a, b, out, precision, bias, True, activation)
+
+
+def matmul_residual(a, b, out, bias, residual, precision: str = "highest"):
+    """``out[...] = a @ b + bias + residual`` (``bias`` None: none) in one kernel: a skinny
+    product's (``_skinny.py``, a few rows) or one cuBLASLt call (the residual its C input with
+    beta = 1, the bias its BIAS epilogue). ``residual`` a C-contiguous array of ``out``'s shape
+    and dtype (it may be ``out`` itself), ``out`` C-contiguous; otherwise, or where neither
+    takes the product (other dtypes, no nvmath-python), the product, then the adds as kernels
+    of their own."""
+    return matmul(a, b, out, precision, bias, bias is not None, None, residual)
+
+
+# the backend's hooks are these functions: they touch only the arrays they are given (and a
+# fresh workspace): Note [write records]
+for _hook in (matmul, matmul_epilogue, matmul_residual):
+    _hook.tp_arguments_only = True  # type: ignore[union-attr]
+del _hook
 
 
 # a _Plan, or a launcher(a, b, bias, out): skinny or CuPy's; with a residual in the key, a _Plan
@@ -534,8 +541,8 @@ def _run(plan: _Plan, device: int, pa: int, pb: int, pc: int, bias, residual=Non
             beta, c_ptr = plan.beta, pc
         else:
             beta, c_ptr = plan.beta_one, residual.data.ptr
-        _lt.matmul(_handle(device), plan.desc, plan.alpha, pa, a_layout, pb, b_layout,
-                   beta, c_ptr, d_layout, pc, d_layout, plan.algo,
+        _lt.matmul(_handles.get(device) or _handle(device), plan.desc, plan.alpha, pa, a_layout,
+                   pb, b_layout, beta, c_ptr, d_layout, pc, d_layout, plan.algo,
                    workspace.data.ptr if workspace is not None else 0, size,
                    cupy.cuda.get_current_stream().ptr)
     except _lt.cuBLASLtError as exc:

@@ -520,9 +520,11 @@ class CudaBackend:
     #: ``out[...] = a @ b + bias + residual`` in one call (the residual its C input, beta = 1).
     #: The functions of ``_matmul`` themselves, so an eager product enters no method frame;
     #: they touch only the arrays they are given (``tp_arguments_only``: Note [write records]).
-    matmul = staticmethod(_matmul.matmul)
-    matmul_epilogue = staticmethod(_matmul.matmul_epilogue)
-    matmul_residual = staticmethod(_matmul.matmul_residual)
+    #: (The class exists without CuPy too, for create_backend to say why it is unusable.)
+    if _IMPORT_ERROR is None:
+        matmul = staticmethod(_matmul.matmul)
+        matmul_epilogue = staticmethod(_matmul.matmul_epilogue)
+        matmul_residual = staticmethod(_matmul.matmul_residual)
 
     def erf(self, x):
         """The error function of a float CuPy array in one kernel: :func:`._activations.erf`."""
@@ -580,7 +582,8 @@ class CudaBackend:
     #: ``softmax(x, out, dim, log)``: ``out[...] = (log_)softmax(x, dim)`` in one raw kernel
     #: (the function itself: ``_tensor`` binds ``dim`` and ``log`` once per plan, and a launch
     #: enters no method frame)
-    softmax = staticmethod(_activations.softmax)
+    if _IMPORT_ERROR is None:   # as the products above
+        softmax = staticmethod(_activations.softmax)
 
     def check_index_range(self, idx, size: int, dim: int, wrap: bool, op: str,
                           exception: type, note: str) -> None:

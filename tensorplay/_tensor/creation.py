@@ -65,6 +65,14 @@ def _host_array(data, dtype=None) -> np.ndarray:
     """
     if isinstance(data, np.ndarray):
         return data
+    if dtype is None and data.__class__ is list and data and \
+            all(value.__class__ is int for value in data):
+        # a flat list of Python ints (a token, a position: what a loop feeds its model each
+        # step) is int64 as it is, unless a value is beyond int64 (the general path says so)
+        try:
+            return np.array(data, dtype=np.int64)
+        except OverflowError:
+            pass
     if isinstance(data, (list, tuple)) and any(isinstance(x, Tensor) for x in _flatten(data)):
         data = _nested_values(data)
     target = None if dtype is None else _dtype.to_dtype(dtype)

@@ -108,7 +108,11 @@ def _accumulate_bias(g: Tensor, target: Tensor, overwrite: bool, alpha=1) -> boo
     launch), where the backend has such a product and ``g`` is a C-contiguous ``(rows, n)`` of
     ``target``'s dtype, ``target`` of shape ``(n,)``. The row of ones is kept per signature,
     made outside any capture (a graph must not own memory the cache keeps) and per stream;
-    returns False, touching nothing, otherwise."""
+    a capture reads a row made before it began (its stream has none of its own): that row's
+    fill was issued first, and ``with graph:`` waits for the device before capturing (a raw
+    ``capture_begin`` leaves ordering earlier work to its caller, as PyTorch's does), so
+    the captured step computes exactly what the eager step computes. Returns False, touching
+    nothing, otherwise."""
     shape, have = target._data.shape, g._data.shape
     if alpha != 1 or len(shape) != 1 or len(have) != 2 or have[1] != shape[0] or \
             have[0] < 2 or g._dtype is not target._dtype or not g._data.flags.c_contiguous or \
@@ -117,10 +121,15 @@ def _accumulate_bias(g: Tensor, target: Tensor, overwrite: bool, alpha=1) -> boo
     key = (have[0], g._dtype, g._device, _dispatch.current_native_stream(g._device))
     ones = _ONE_ROWS.get(key)
     if ones is None:
-        if _dispatch.accelerator_hook("matmul_residual") is None or _capture.active_captures():
+        if _dispatch.accelerator_hook("matmul_residual") is None:
             return False
-        ones = _creation.ones((1, have[0]), dtype=g._dtype, device=g._device)
-        _dispatch.remember(_ONE_ROWS, key, ones, 64)
+        if _capture.active_captures():
+            ones = next((row for kept, row in _ONE_ROWS.items() if kept[:3] == key[:3]), None)
+            if ones is None:
+                return False
+        else:
+            ones = _creation.ones((1, have[0]), dtype=g._dtype, device=g._device)
+            _dispatch.remember(_ONE_ROWS, key, ones, 64)
     row = Tensor._make(target._data.reshape(1, shape[0]), target._device, target._dtype)
     return _linalg.accumulate_product_(row, ones, g, overwrite)
 

@@ -494,3 +494,13 @@ def test_bias_gradients_summed_straight_into_grad_match(monkeypatch, residual_pr
     tp.accelerator.current_stream().wait_stream(side)
     np.testing.assert_allclose(to_numpy(d.grad), 2 * reference, rtol=1e-5)
     assert calls == [((1, 6), False)] and len(derivatives._ONE_ROWS) == kept + 1
+    # a capture reads a row made before it began (its stream has none of its own), so the
+    # captured step computes what the eager step does: the same one product
+    calls.clear()
+    d.grad.zero_()
+    graph = tp.accelerator.Graph()
+    with graph:
+        ((h + d) * up).sum().backward()
+    graph.replay()
+    np.testing.assert_allclose(to_numpy(d.grad), reference, rtol=1e-5)
+    assert calls == [((1, 6), False)] and len(derivatives._ONE_ROWS) == kept + 1

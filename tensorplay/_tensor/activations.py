@@ -319,7 +319,7 @@ def _softmax_op(op: str, rule, doc: str):
         if input.__class__ is Tensor:
             if input._ag is not None and _grad_mode.enabled:
                 return _autograd.dispatch(op, function, (input, dim, dtype), {})
-            if dtype is None and input._guard is None and dim.__class__ is int:
+            if dtype is None and dim.__class__ is int:   # _execute checks the guard
                 plan = _softmax_plans.get((op, input._layout or layout_of(input), dim))
                 if plan is not None:
                     return _ops._execute(plan, (input,), None)

@@ -298,6 +298,13 @@ class OptionalHooks(Protocol):
         """One kernel writing the softmax (``log``: log-softmax) of ``x`` along ``dim`` into
         ``out``. Fallback: composed from xp ops (max, subtract, exp, sum, divide)."""
 
+    def softmax_launcher(self, x: Any, dim: int, log: bool) -> Callable | None:
+        """A launcher ``fn(x, out)`` doing what ``softmax(x, out, dim, log)`` does for arrays
+        laid out as ``x`` (shape, strides, dtype, device), cheaper per call, or None for a
+        layout it has none for. It touches only its arguments and has ``tp_arguments_only``.
+        Pitfall: it may not check the layout of what it is given. Fallback: ``softmax`` with
+        ``dim`` and ``log`` bound."""
+
     def check_index_range(self, idx: Any, size: int, dim: int, wrap: bool, op: str,
                           exception: type, note: str) -> None:
         """Check a device index array against ``[0, size)`` (``[-size, size)`` with ``wrap``)

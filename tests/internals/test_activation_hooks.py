@@ -13,6 +13,7 @@ import pytest
 
 import tensorplay as tp
 from tensorplay._runtime import dispatch as _dispatch
+from tensorplay._tensor import activations as _activations
 from tensorplay._tensor import elementwise as _elementwise
 
 pytestmark = pytest.mark.skipif(tp.accelerator.current_accelerator() is None,
@@ -39,9 +40,16 @@ def calls(monkeypatch):
 
     monkeypatch.setattr(backend, "elementwise_kernel", elementwise_kernel, raising=False)
     monkeypatch.setattr(backend, "softmax", softmax, raising=False)
-    _elementwise._plans.clear()   # plans keep the kernel a hook gave: Note [elementwise plans]
+    monkeypatch.setattr(backend, "softmax_launcher", None, raising=False)   # (cuda's)
+    _clear_plans()
     yield seen
+    _clear_plans()
+
+
+def _clear_plans():
+    """Plans keep the kernel a hook gave (Note [elementwise plans]): forget them."""
     _elementwise._plans.clear()
+    _activations._softmax_plans.clear()
 
 
 def _dev():
@@ -65,6 +73,34 @@ def test_softmax_calls_the_backend_kernel_with_the_dim(calls, log):
     y = (tp.log_softmax if log else tp.softmax)(x, dim=-1)
     assert y.tolist() == [[-1.0 if log else 0.5] * 3] * 2
     assert calls == [("log_softmax" if log else "softmax", 1, (2, 3))]
+
+
+@pytest.mark.parametrize("log", [False, True])
+def test_softmax_keeps_the_launcher_the_backend_gives_for_the_layout(calls, monkeypatch, log):
+    """A kept softmax plan launches through ``softmax_launcher``'s launcher for its layout,
+    made once; a backend that has none for a layout (None) keeps the plain hook."""
+    backend = _dispatch.backend_of(tp.device(_dev(), 0))
+    made = []
+
+    def softmax_launcher(x, dim, log_):
+        made.append((x.shape, dim, log_))
+        if x.shape[-1] == 5:
+            return None
+
+        def launch(x_array, out_array):
+            calls.append(("launcher", out_array.shape))
+            out_array[...] = 0.25
+        return launch
+
+    monkeypatch.setattr(backend, "softmax_launcher", softmax_launcher, raising=False)
+    fn = tp.log_softmax if log else tp.softmax
+    x = tp.ones(2, 3, device=_dev())
+    assert [fn(x, 1).tolist() for _ in range(3)] == [[[0.25] * 3] * 2] * 3
+    wide = tp.ones(2, 5, device=_dev())
+    assert [fn(wide, -1).tolist() for _ in range(2)] == [[[-1.0 if log else 0.5] * 5] * 2] * 2
+    assert made == [((2, 3), 1, log), ((2, 5), 1, log)]
+    name = "log_softmax" if log else "softmax"
+    assert calls == [("launcher", (2, 3))] * 3 + [(name, 1, (2, 5))] * 2
 
 
 def test_integer_input_and_0d_softmax_compose_the_formula(calls):

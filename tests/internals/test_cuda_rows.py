@@ -247,6 +247,43 @@ def test_gpu_softmax_rows_off_16_byte_boundaries(cuda, dtype, length):
         _close(cuda.asnumpy(out).astype(F64), want, dtype, scale=10.0 if log else 1.0)
 
 
+@pytest.mark.parametrize("length", [7, 768, 4096, 50257])
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+def test_gpu_softmax_launcher_matches_the_hook(cuda, dtype, length):
+    """The launcher ``softmax_launcher`` makes for a layout writes what ``softmax`` writes, at
+    a 16-byte boundary and off one (the hook's scalar kernel takes that)."""
+    from tensorplay.backends.cuda import _activations
+
+    rows = 3
+    flat = cuda.asarray(_data(rows * length + 8, seed=5).astype(dtype))
+    out_flat = cuda.zeros(rows * length + 8, dtype)
+    for log in (False, True):
+        aligned = flat[:rows * length].reshape(rows, length)
+        launch = _activations.softmax_launcher(aligned, -1, log)
+        if not src.row_plan(length, dtype, not length * dtype.itemsize % 16):
+            assert launch is None   # longer than registers hold: the hook's three-pass kernel
+            continue
+        assert launch is not None
+        for offset in (0, 1, 8):
+            x = flat[offset:offset + rows * length].reshape(rows, length)
+            out = out_flat[offset:offset + rows * length].reshape(rows, length)
+            out[...] = 0
+            launch(x, out)
+            want = _softmax_ref(cuda.asnumpy(x).astype(F64), 1, log)
+            _close(cuda.asnumpy(out).astype(F64), want, dtype, scale=10.0 if log else 1.0)
+
+
+def test_gpu_softmax_launcher_is_none_for_layouts_its_kernel_does_not_take(cuda):
+    from tensorplay.backends.cuda import _activations
+
+    x = cuda.zeros((4, 6, 5), np.float32)
+    assert _activations.softmax_launcher(x, 1, False) is None                 # not the last
+    assert _activations.softmax_launcher(x.transpose(0, 2, 1), 2, False) is None   # strided
+    assert _activations.softmax_launcher(x, 3, False) is None                 # out of range
+    assert _activations.softmax_launcher(x.astype(np.int32), -1, False) is None
+    assert _activations.softmax_launcher(cuda.zeros((2, 3, 1), np.float32), 1, False) is not None
+
+
 @pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
 def test_gpu_softmax_nan_and_infinite_rows(cuda, dtype):
     values = _data((4, 768))

@@ -584,6 +584,9 @@ class CudaBackend:
     #: enters no method frame)
     if _IMPORT_ERROR is None:   # as the products above
         softmax = staticmethod(_activations.softmax)
+        #: ``softmax_launcher(x, dim, log)``: a launcher ``fn(x, out)`` for arrays laid out as
+        #: ``x``, or None: :func:`._activations.softmax_launcher`
+        softmax_launcher = staticmethod(_activations.softmax_launcher)
 
     def check_index_range(self, idx, size: int, dim: int, wrap: bool, op: str,
                           exception: type, note: str) -> None:

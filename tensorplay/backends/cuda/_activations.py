@@ -29,7 +29,7 @@ from . import _elementwise_source as _source
 from . import _kernels as _kernel_cache
 from ._launch import PackedLaunch, thread_ident
 
-__all__ = ["softmax", "erf"]
+__all__ = ["softmax", "softmax_launcher", "erf"]
 
 _BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which tensorplay imports first
 _SOFTMAX_DTYPES = frozenset((np.dtype(np.float16), _BF16, np.dtype(np.float32),
@@ -158,6 +158,54 @@ def softmax(x, out, dim: int, log: bool) -> None:
     packed(min(rows, _source.ROW_GRID_CAP), threads, found[1])
     if target is not out:
         out[...] = target
+
+
+def softmax_launcher(x, dim: int, log: bool):
+    """A launcher ``fn(x, out)`` of :func:`softmax` along ``dim`` for arrays laid out as ``x``
+    (its shape, strides, dtype and device; ``out`` C-contiguous of the same shape and dtype),
+    or None where the register row kernel does not take that layout (a C-contiguous ``x`` whose
+    rows along ``dim`` fit in registers, ``dim`` followed by ones only).
+
+    The launcher writes the two addresses and launches the kernel chosen here: nothing of the
+    signature is looked at again, which is what makes it cheaper per call than
+    :func:`softmax`. Where the layout allows 16-byte loads, an address off a 16-byte boundary
+    (a view into the middle of a buffer) takes :func:`softmax`, which picks the scalar kernel.
+    Pitfall: arrays of another layout give wrong results; the caller keeps one launcher per
+    layout (``_tensor``'s softmax plan).
+    """
+    if type(x) is not cupy.ndarray or x.dtype not in _SOFTMAX_DTYPES or x.ndim == 0 or \
+            x.size == 0 or not x.flags.c_contiguous or not -x.ndim <= dim < x.ndim:
+        return None
+    axis = dim % x.ndim
+    length = x.shape[axis]
+    if math.prod(x.shape[axis + 1:]) != 1:
+        return None
+    dtype = x.dtype
+    vectorizable = not (length * dtype.itemsize) % _source.VECTOR_BYTES
+    plan = _source.row_plan(length, dtype, vectorizable)
+    if not plan:
+        return None
+    packed = _softmax_rows_kernel(dtype, log, plan)
+    key = ("softmax-rows", dtype, log) + plan[:3]
+    device = x.data.device_id
+    if not _kernel_cache.is_warm(key, device):
+        _kernel_cache.warm(key, device, lambda: packed.kernel.kernel)
+    rows = x.size // length
+    blocks, threads = _source.row_grid(plan, rows)
+    buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
+    misaligned = _source.VECTOR_BYTES - 1 if vectorizable else 0
+
+    def launch(x, out) -> None:
+        x_ptr, y_ptr = x.data.ptr, out.data.ptr
+        if (x_ptr | y_ptr) & misaligned:
+            softmax(x, out, dim, log)
+            return
+        found = buffers.get(ident()) or buffer()
+        values = found[0]
+        values[0], values[1], values[2], values[3] = x_ptr, y_ptr, length, rows
+        packed(blocks, threads, found[1])
+    launch.tp_arguments_only = True  # type: ignore[attr-defined]  # Note [write records]
+    return launch
 
 
 # -- erf --------------------------------------------------------------------------------------

@@ -49,6 +49,10 @@ def main() -> None:
         row("prepacked launch of the kept row kernel", lambda: packed(blocks, threads, found[1]))
     row("hook _activations.softmax(x, out, -1, False)",
         lambda: _activations.softmax(a._data, out, -1, False))
+    launcher = getattr(_activations, "softmax_launcher", None)
+    launch = launcher(a._data, -1, False) if launcher is not None else None
+    if launch is not None:
+        row("softmax_launcher's launch(x, out)", lambda: launch(a._data, out))
     f32 = tp.float32
     row("dispatch.empty (64, 64) + its free", lambda: dispatch.empty(dev, (64, 64), f32))
     row("Tensor._make(dispatch.empty(...)) + free",

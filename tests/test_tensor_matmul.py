@@ -247,3 +247,47 @@ def test_linear_and_fused_matmul_in_a_captured_graph(dev, activation):
     close(plain, x @ w.T + b)
     expected = to_numpy(fused_matmul(tx, tw.T, tb, activation))   # eager
     close(fused, expected)
+
+
+@requires_accelerator
+def test_kept_products_launch_through_the_backends_launcher(monkeypatch):
+    """A kept product plan asks the backend's ``matmul_launcher`` once, after its first launch,
+    and launches through what it gives (a plain product and a bias epilogue alike); where it
+    gives None the plan keeps calling the product hooks."""
+    from tensorplay._runtime import dispatch
+    from tensorplay._tensor import linalg
+
+    dev = tp.accelerator.current_accelerator().type
+    backend = dispatch.backend_of(tp.device(dev, 0))
+    if dispatch.hook(backend, "matmul_epilogue") is None:   # sim: an epilogue to launch
+        def matmul_epilogue(a, b, out, bias, activation, precision="highest"):
+            out[...] = a @ b + bias
+        monkeypatch.setattr(backend, "matmul_epilogue", matmul_epilogue, raising=False)
+        monkeypatch.setattr(backend, "matmul_epilogues", frozenset({None}), raising=False)
+    asked, launched = [], []
+
+    def matmul_launcher(a, b, out, bias, activation, precision="highest"):
+        asked.append((tuple(a.shape), tuple(b.shape), bias is not None, activation))
+        if a.shape[0] == 5:
+            return None
+
+        def launch(a, b, out, bias=None):
+            launched.append(bias is not None)
+            out[...] = 7
+        return launch
+
+    monkeypatch.setattr(backend, "matmul_launcher", matmul_launcher, raising=False)
+    linalg._plans.clear()   # plans keep what the backend gave
+    linalg._fused_plans.clear()
+    try:
+        x, w, v = tp.ones(2, 3, device=dev), tp.ones(3, 4, device=dev), tp.ones(4, device=dev)
+        assert [(x @ w).tolist()[0][0] for _ in range(3)] == [3.0, 7.0, 7.0]
+        assert [tp.addmm(v, x, w).tolist()[0][0] for _ in range(3)] == [4.0, 7.0, 7.0]
+        five = tp.ones(5, 3, device=dev)
+        assert [(five @ w).tolist()[0][0] for _ in range(3)] == [3.0] * 3
+        assert asked == [((2, 3), (3, 4), False, None), ((2, 3), (3, 4), True, None),
+                         ((5, 3), (3, 4), False, None)]
+        assert launched == [False, False, True, True]
+    finally:
+        linalg._plans.clear()
+        linalg._fused_plans.clear()

@@ -96,7 +96,8 @@ class _ProductPlan:
     """What a product over one pair of operand signatures decides before it launches (as Note
     [elementwise plans] in ``elementwise.py``)."""
 
-    __slots__ = ("op", "device", "shape", "dtype", "precision", "matmul", "attrs", "launch")
+    __slots__ = ("op", "device", "shape", "dtype", "precision", "matmul", "attrs", "launch",
+                 "launcher")
     # the slots' types (declarations only: no class attribute is made)
     op: str
     device: Device
@@ -106,9 +107,19 @@ class _ProductPlan:
     matmul: Callable[..., Any]
     attrs: dict[str, Any]
     launch: Callable[..., Any]
+    # the backend's launcher for a kept plan's layouts (``matmul_launcher``): None until the
+    # first launch asks for it, False when the backend has none
+    launcher: Callable[..., Any] | None | bool
 
 
 _plans: dict = {}
+
+
+def _ask_launcher(device: Device, a, b, out, bias, activation, precision: str):
+    """The backend's launcher (``matmul_launcher``) of the product just run on these arrays,
+    or False (the caller asks once per plan)."""
+    hook = _dispatch.accelerator_hook("matmul_launcher") if device.type != "cpu" else None
+    return (hook is not None and hook(a, b, out, bias, activation, precision)) or False
 
 
 def _plan_product(op: str, a: Tensor, b: Tensor, shape) -> _ProductPlan:
@@ -126,6 +137,7 @@ def _plan_product(op: str, a: Tensor, b: Tensor, shape) -> _ProductPlan:
     plan.attrs = {"shape": plan.shape}
     # an accelerator's product (its own, or its array library's) touches no NumPy at launch
     plan.launch = _dispatch.launch if plan.device.type == "cpu" else _dispatch.launch_native
+    plan.launcher = None
     return plan
 
 
@@ -161,9 +173,14 @@ def matmul(input, other) -> Tensor:
             _dispatch.remember(_plans, key, plan, 1024)
         device = plan.device   # (_launch_matmul, inlined: every eager product passes here)
         out = _dispatch.empty(device, plan.shape, plan.dtype)
-        kernel = functools.partial(plan.matmul, input._data, other._data, out, plan.precision)
+        launcher = plan.launcher
+        kernel = functools.partial(launcher, input._data, other._data, out) if launcher else \
+            functools.partial(plan.matmul, input._data, other._data, out, plan.precision)
         kernel.__name__, kernel.tp_attrs = "matmul", plan.attrs   # type: ignore[attr-defined]
         plan.launch(device, kernel)
+        if launcher is None:
+            plan.launcher = _ask_launcher(device, input._data, other._data, out, None, None,
+                                          plan.precision)
         return Tensor._make(out, device, plan.dtype)
     a, b = _tensor_arg(input, "matmul", "input"), _tensor_arg(other, "matmul", "other")
     _same_dtype("matmul", a, b)
@@ -259,13 +276,14 @@ class _FusedPlan:
     the backend's epilogue (None: product then ops) and what it fuses, the activation left to
     apply as an op of its own, and the kernel's name."""
 
-    __slots__ = ("product", "epilogue", "fused", "apply", "name")
+    __slots__ = ("product", "epilogue", "fused", "apply", "name", "launcher")
     # the slots' types (declarations only: no class attribute is made)
     product: _ProductPlan
     epilogue: Callable[..., Any] | None
     fused: str | None
     apply: Callable[[Tensor], Tensor] | None
     name: str
+    launcher: Callable[..., Any] | None | bool   # the epilogue's, as _ProductPlan's
 
 
 _fused_plans: dict = {}
@@ -297,12 +315,17 @@ def fused_matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str | No
     if plan.epilogue is not None:
         out = _dispatch.empty(product.device, product.shape, product.dtype)
         # (a plan has an epilogue only with a bias)
-        kernel = functools.partial(plan.epilogue, a._data, b._data, out,
-                                   bias._data,  # type: ignore[union-attr]
-                                   plan.fused, product.precision)
+        bias_data = bias._data  # type: ignore[union-attr]
+        launcher = plan.launcher
+        kernel = functools.partial(launcher, a._data, b._data, out, bias_data) if launcher \
+            else functools.partial(plan.epilogue, a._data, b._data, out, bias_data, plan.fused,
+                                   product.precision)
         # _dispatch.named, inlined; the product's launch (an accelerator's touches no NumPy)
         kernel.__name__, kernel.tp_attrs = plan.name, product.attrs  # type: ignore[attr-defined]
         product.launch(product.device, kernel)
+        if launcher is None:
+            plan.launcher = _ask_launcher(product.device, a._data, b._data, out, bias_data,
+                                          plan.fused, product.precision)
         result = Tensor._make(out, product.device, product.dtype)
     else:
         result = _launch_matmul(op, a, b, None, product)
@@ -395,6 +418,7 @@ def _plan_fused(op: str, a: Tensor, b: Tensor, bias: Tensor | None,
         plan.epilogue = plan.fused = None
         plan.name = op
     plan.apply = None if activation == plan.fused else ACTIVATIONS[activation]
+    plan.launcher = None
     return plan
 
 

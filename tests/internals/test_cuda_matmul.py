@@ -127,6 +127,46 @@ def test_products_inside_a_raw_capture_replay(dtype):
     np.testing.assert_allclose(out.get(), ha @ hb, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("shape", [(64, 64, 64), (1, 768, 96)], ids=["cublaslt", "skinny"])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_a_launcher_repeats_the_kept_product_for_arrays_laid_out_alike(monkeypatch, shape,
+                                                                       with_bias):
+    """``launcher`` keeps what the product ran (one cuBLASLt call, or a skinny kernel) for
+    arrays laid out alike; another alignment, or kept plans forgotten since, take matmul."""
+    m, k, n = shape
+    a, b = cupy.asarray(_host((m, k), np.float32)), cupy.asarray(_host((k, n), np.float32, 1))
+    bias = cupy.asarray(_host((n,), np.float32, 2)) if with_bias else None
+    out = cupy.empty((m, n), np.float32)
+    _matmul.matmul(a, b, out, "highest", bias, with_bias, None)
+    launch = _matmul.launcher(a, b, out, bias, None, "highest")
+    assert launch is not None and launch.tp_arguments_only
+
+    def check(a, b, out, seed):
+        fresh = cupy.asarray(_host((m, k), np.float32, seed))
+        a[...] = fresh
+        bias_now = cupy.asarray(_host((n,), np.float32, seed + 1)) if with_bias else None
+        assert launch(a, b, out, bias_now) is out
+        want = fresh.get().astype(np.float64) @ b.get()
+        if with_bias:
+            want = want + bias_now.get()
+        np.testing.assert_allclose(out.get(), want, rtol=1e-4, atol=1e-4)
+
+    check(a, b, out, 3)
+    check(cupy.empty_like(a), b, cupy.empty_like(out), 4)          # other buffers
+    flat = cupy.empty(m * k + 1, np.float32)
+    check(flat[1:].reshape(m, k), b, out, 5)                      # off the kept alignment
+    monkeypatch.setattr(_matmul, "_generation", _matmul._generation + 1)
+    check(a, b, out, 6)                                           # plans forgotten since
+
+
+def test_no_launcher_for_a_product_that_copied_its_operands():
+    a = cupy.asarray(_host((64, 64), np.float32))[:, ::2]   # strided columns: copied first
+    b = cupy.asarray(_host((32, 16), np.float32, 1))
+    out = cupy.empty((64, 16), np.float32)
+    _matmul.matmul(a, b, out)
+    assert _matmul.launcher(a, b, out, None, None, "highest") is None
+
+
 def test_integer_products_use_cupys_kernels():
     a = cupy.arange(12, dtype=cupy.int64).reshape(3, 4)
     np.testing.assert_array_equal(_BACKEND.matmul(a, a.T).get(), a.get() @ a.get().T)

@@ -525,6 +525,9 @@ class CudaBackend:
         matmul = staticmethod(_matmul.matmul)
         matmul_epilogue = staticmethod(_matmul.matmul_epilogue)
         matmul_residual = staticmethod(_matmul.matmul_residual)
+        #: ``matmul_launcher(a, b, out, bias, activation, precision)``: after a product, a
+        #: launcher for arrays laid out alike, or None: :func:`._matmul.launcher`
+        matmul_launcher = staticmethod(_matmul.launcher)
 
     def erf(self, x):
         """The error function of a float CuPy array in one kernel: :func:`._activations.erf`."""

@@ -47,7 +47,8 @@ from . import _elementwise, _skinny
 from ._graphs import _roots as _capturing_roots   # non-empty while a capture is open
 from ._runtime import is_capturing, relaxed_capture_mode
 
-__all__ = ["ENGINE", "EPILOGUES", "matmul", "matmul_epilogue", "matmul_residual", "available"]
+__all__ = ["ENGINE", "EPILOGUES", "matmul", "matmul_epilogue", "matmul_residual", "launcher",
+           "available"]
 
 log = logging.getLogger("tensorplay.cuda")
 
@@ -321,11 +322,8 @@ def matmul(a, b, out=None, precision: str = "highest", bias=None, with_bias: boo
     if out is not None:
         memory = out.data   # its device_id is a plain attribute (out.device builds a Device)
         pa, pb, pc = a.data.ptr, b.data.ptr, memory.ptr
-        direct = (a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, a.dtype,
-                  b.dtype, out.dtype, precision, with_bias, activation, pa & 255, pb & 255,
-                  pc & 255, memory.device_id, not _capturing_roots,
-                  None if residual is None else (residual.shape, residual.strides,
-                                                 residual.dtype, residual.data.ptr & 255))
+        direct = _direct_key(a, b, out, pa, pb, pc, memory.device_id, precision, with_bias,
+                             activation, residual)
         plan = _direct.get(direct)
         if plan is not None:    # the steady state: operands as last time, no copies needed
             if plan.__class__ is _Plan:
@@ -434,6 +432,59 @@ def matmul_residual(a, b, out, bias, residual, precision: str = "highest"):
     return matmul(a, b, out, precision, bias, bias is not None, None, residual)
 
 
+def _direct_key(a, b, out, pa: int, pb: int, pc: int, device: int, precision: str,
+                with_bias: bool, activation: str | None, residual) -> tuple:
+    """The key of :data:`_direct`: the operands' layouts, the addresses' low bytes (the
+    alignment the kept plan was chosen for), the epilogue, and whether no capture is open."""
+    return (a.shape, a.strides, b.shape, b.strides, out.shape, out.strides, a.dtype, b.dtype,
+            out.dtype, precision, with_bias, activation, pa & 255, pb & 255, pc & 255, device,
+            not _capturing_roots,
+            None if residual is None else (residual.shape, residual.strides, residual.dtype,
+                                           residual.data.ptr & 255))
+
+
+def launcher(a, b, out, bias=None, activation: str | None = None,
+             precision: str = "highest"):
+    """A launcher ``fn(a, b, out, bias=None)`` of the product :func:`matmul` (``bias`` given:
+    :func:`matmul_epilogue` with ``activation``) just ran on these arrays, for arrays laid out
+    as these (shapes, strides, dtypes, device): it calls what was kept for them (one cuBLASLt
+    call or a skinny kernel) without building the signature's key again. None when nothing
+    was kept for them (copied operands, a product planned inside a capture).
+
+    The launcher takes :func:`matmul` itself while a capture is open, for addresses whose low
+    byte differs from these (the kept plan was chosen for this alignment), and once kept plans
+    were forgotten. Pitfall: arrays of another layout give wrong results; the caller keeps one
+    launcher per layout (``_tensor``'s product plans).
+    """
+    memory = out.data
+    with_bias = bias is not None
+    pa, pb, pc = a.data.ptr, b.data.ptr, memory.ptr
+    device = memory.device_id
+    kept = _direct.get(_direct_key(a, b, out, pa, pb, pc, device, precision, with_bias,
+                                   activation, None))
+    if kept is None or _capturing_roots:
+        return None
+    lows, generation = (pa & 255, pb & 255, pc & 255), _generation
+
+    if kept.__class__ is _Plan:
+        def launch(a, b, out, bias=None):
+            pa, pb, pc = a.data.ptr, b.data.ptr, out.data.ptr
+            if _capturing_roots or (pa & 255, pb & 255, pc & 255) != lows or \
+                    _generation != generation:
+                return matmul(a, b, out, precision, bias, with_bias, activation)
+            _run(kept, device, pb, pa, pc, bias)
+            return out
+    else:   # a skinny kernel's launcher, or CuPy's product
+        def launch(a, b, out, bias=None):
+            if _capturing_roots or (a.data.ptr & 255, b.data.ptr & 255,
+                                    out.data.ptr & 255) != lows or _generation != generation:
+                return matmul(a, b, out, precision, bias, with_bias, activation)
+            kept(a, b, bias, out)
+            return out
+    launch.tp_arguments_only = True  # type: ignore[attr-defined]  # Note [write records]
+    return launch
+
+
 # the backend's hooks are these functions: they touch only the arrays they are given (and a
 # fresh workspace): Note [write records]
 for _hook in (matmul, matmul_epilogue, matmul_residual):
@@ -444,6 +495,7 @@ del _hook
 # a _Plan, or a launcher(a, b, bias, out): skinny or CuPy's; with a residual in the key, a _Plan
 # or a skinny launcher(a, b, bias, out, residual)
 _direct: dict[tuple, Any] = {}
+_generation = 0   # bumped when kept plans are destroyed: launchers made before stop using theirs
 
 
 def _remember_direct(direct: tuple, plan) -> None:
@@ -571,9 +623,11 @@ def _make_plan(key) -> _Plan:
         if not lean:
             raise
         plan = _Plan(*arguments, _WORKSPACE_LIMIT)
+    global _generation
     with _lock:
         if len(_plans) >= 4096:   # forget every direct entry: one may name the evicted plan
             _direct.clear()
+            _generation += 1      # and every launcher's
             _plans.pop(next(iter(_plans))).destroy()
         _plans[key] = plan
     return plan

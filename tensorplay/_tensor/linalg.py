@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Literal
 
 import numpy as np
 
@@ -109,13 +109,14 @@ class _ProductPlan:
     launch: Callable[..., Any]
     # the backend's launcher for a kept plan's layouts (``matmul_launcher``): None until the
     # first launch asks for it, False when the backend has none
-    launcher: Callable[..., Any] | None | bool
+    launcher: Callable[..., Any] | Literal[False] | None
 
 
 _plans: dict = {}
 
 
-def _ask_launcher(device: Device, a, b, out, bias, activation, precision: str):
+def _ask_launcher(device: Device, a, b, out, bias, activation,
+                  precision: str) -> Callable[..., Any] | Literal[False]:
     """The backend's launcher (``matmul_launcher``) of the product just run on these arrays,
     or False (the caller asks once per plan)."""
     hook = _dispatch.accelerator_hook("matmul_launcher") if device.type != "cpu" else None
@@ -283,7 +284,7 @@ class _FusedPlan:
     fused: str | None
     apply: Callable[[Tensor], Tensor] | None
     name: str
-    launcher: Callable[..., Any] | None | bool   # the epilogue's, as _ProductPlan's
+    launcher: Callable[..., Any] | Literal[False] | None   # the epilogue's, as _ProductPlan's
 
 
 _fused_plans: dict = {}

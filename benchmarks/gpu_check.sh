@@ -224,7 +224,7 @@ if [ "$what" = scripts ]; then
   # $OUT/<script>.txt (TP_SCRIPT_TIMEOUT seconds each)
   given_tests scripts_tests_cuda.log
   for script in "$@"; do
-    name=$(basename "${script%% *}" .py)
+    name=$(basename -- "${script%% *}" .py)
     # "-m module args": named after the module and its first argument
     [ "$name" = -m ] && name=$(echo "$script" | awk '{print $2 "_" $3}' | tr -dc 'A-Za-z0-9_')
     timeout ${TP_SCRIPT_TIMEOUT:-240} python3 $script > "$OUT/$name.txt" 2>&1

@@ -98,6 +98,12 @@ log with their deltas, and :meth:`_fold_stats` applies a batch at once with NumP
 running maximum of the prefix sums, exactly what updating after each change gives). Every reader
 of the statistics, and the slow path's ``_count`` before it changes them, folds first, under
 the allocator lock; the log is also folded when it grows past ``_LOG_FOLD`` ints.
+
+A change is four ints, as few as say it (converting the log's Python ints to NumPy is most of a
+fold's cost): ``split + 2`` plus 8 for the large pool class (``split``, the change of inactive
+split blocks, is -2 to 2), the block's size (negative for a free: the sign is also the change of
+the allocation count), the requested bytes (negative for a free), and the change of inactive
+split bytes.
 """
 
 from __future__ import annotations
@@ -153,7 +159,7 @@ _STAT_NAMES = ("allocated_bytes", "reserved_bytes", "active_bytes", "inactive_sp
 _ALLOCATION, _ALLOCATED, _REQUESTED, _SPLIT, _SPLIT_BYTES, _SEGMENT, _RESERVED = range(7)
 _NSTATS = 7
 _LOGGED = 5            # allocation, allocated, requested, split, split bytes: the hot paths'
-_LOG_FOLD = 6 * 2048   # fold the statistics log when it holds this many ints
+_LOG_FOLD = 4 * 2048   # fold the statistics log when it holds this many ints (2048 changes)
 _STAT_INDEX = {"allocation": _ALLOCATION, "active": _ALLOCATION, "allocated_bytes": _ALLOCATED,
                "active_bytes": _ALLOCATED, "requested_bytes": _REQUESTED,
                "inactive_split": _SPLIT, "inactive_split_bytes": _SPLIT_BYTES,
@@ -163,6 +169,15 @@ _COUNTERS = ("num_alloc_retries", "num_ooms", "num_sync_all_streams", "num_devic
 
 _pool_numbers = itertools.count(1)
 _is_finalizing = sys.is_finalizing
+
+
+def _running_extremes(deltas: np.ndarray) -> tuple[list[int], ...]:
+    """Per row of ``deltas`` (statistics by changes in order): the highest prefix sum, the
+    total, the sum of increases and the sum of decreases (as Python ints)."""
+    running = np.cumsum(deltas, axis=1)
+    return (running.max(axis=1).tolist(), running[:, -1].tolist(),
+            np.maximum(deltas, 0).sum(axis=1).tolist(),
+            np.minimum(deltas, 0).sum(axis=1).tolist())
 
 
 def _round_size(nbytes: int) -> int:
@@ -359,8 +374,8 @@ class CachingAllocator:
         self._down = [0] * (2 * _NSTATS)     # PyTorch's "freed": the sum of decreases
         self._total = [0] * _NSTATS
         self._total_peak = [0] * _NSTATS
-        #: changes of the hot paths not yet applied: flat runs of (pool class base, deltas of
-        #: the first _LOGGED statistics) (Note [statistics log])
+        #: changes of the hot paths not yet applied, four ints each: the pool class and the
+        #: deltas of the first _LOGGED statistics, packed (Note [statistics log])
         self._stat_log: list[int] = []
         self._counters = dict.fromkeys(_COUNTERS, 0)
         self._held = _Held(self, False)
@@ -661,7 +676,7 @@ class CachingAllocator:
         block.requested = nbytes
         # the eager hot path: logged, folded later (Note [statistics log])
         log = self._stat_log
-        log.extend((0 if segment.is_small else _NSTATS, 1, size, nbytes, split, split_bytes))
+        log.extend((split + (2 if segment.is_small else 10), size, nbytes, split_bytes))
         if len(log) >= _LOG_FOLD:
             self._fold_stats()
 
@@ -701,8 +716,7 @@ class CachingAllocator:
                 self._dead_dirty = True
         # the eager hot path: logged, folded later (Note [statistics log])
         log = self._stat_log
-        log.extend((0 if segment.is_small else _NSTATS, -1, -size, -requested, split,
-                    split_bytes))
+        log.extend((split + (2 if segment.is_small else 10), -size, -requested, split_bytes))
         if len(log) >= _LOG_FOLD:
             self._fold_stats()
 
@@ -774,25 +788,29 @@ class CachingAllocator:
         log = self._stat_log
         if not log:
             return
-        entries = np.array(log, dtype=np.int64).reshape(-1, 1 + _LOGGED)
+        entries = np.array(log, dtype=np.int64).reshape(-1, 4)
         log.clear()
-        bases = entries[:, 0]
+        code, sizes = entries[:, 0], entries[:, 1]
+        # one row per logged statistic, in _ALLOCATION.._SPLIT_BYTES order, a column a change
+        deltas = np.stack((np.sign(sizes), sizes, entries[:, 2], (code & 7) - 2, entries[:, 3]))
+        large = code >= 8
+        count = int(large.sum())
+        total_sums = _running_extremes(deltas)
+        total, total_peak = self._total, self._total_peak
+        for i, (top, end, _, _) in enumerate(zip(*total_sums)):
+            total_peak[i] = max(total_peak[i], total[i] + top)
+            total[i] += end
         current, peak, up, down = self._current, self._peak, self._up, self._down
-        for i in range(_LOGGED):
-            column = entries[:, 1 + i]
-            running = np.cumsum(column)
-            self._total_peak[i] = max(self._total_peak[i], self._total[i] + int(running.max()))
-            self._total[i] += int(running[-1])
-            for base in (0, _NSTATS):
-                deltas = column[bases == base]
-                if not deltas.size:
-                    continue
+        for base, mask in ((0, ~large), (_NSTATS, large)):
+            if not (count if base else len(large) - count):
+                continue
+            sums = total_sums if count in (0, len(large)) else _running_extremes(deltas[:, mask])
+            for i, (top, end, rise, fall) in enumerate(zip(*sums)):
                 j = base + i
-                running = np.cumsum(deltas)
-                peak[j] = max(peak[j], current[j] + int(running.max()))
-                current[j] += int(running[-1])
-                up[j] += int(deltas[deltas > 0].sum())
-                down[j] -= int(deltas[deltas < 0].sum())
+                peak[j] = max(peak[j], current[j] + top)
+                current[j] += end
+                up[j] += rise
+                down[j] -= fall
 
     # -- releasing segments ---------------------------------------------------------------
     def _release_segments(self, segments: list[_Segment]) -> None:

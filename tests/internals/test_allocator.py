@@ -435,6 +435,32 @@ def test_statistics_stay_exact_across_folds_of_the_log(allocator):
     assert allocator.max_memory_allocated() == 0
 
 
+def test_statistics_of_both_pool_classes_stay_exact_across_folds(allocator):
+    """Changes of the small and the large pool class interleaved in one log: each class's peak
+    and sums, and the total's, come out as if counted one by one, inside a batch too."""
+    held = []
+    for step in range(3000):
+        small, large = allocator.malloc(1024, "s"), allocator.malloc(3 * MiB, "s")
+        if step == 1234:   # a large-pool peak inside a batch
+            held = [allocator.malloc(3 * MiB, "s") for _ in range(2)]
+        if step == 1235:
+            held.clear()
+        if step == 2500:   # a small-pool peak later, in another batch
+            held = [allocator.malloc(1024, "s") for _ in range(5)]
+        if step == 2501:
+            held.clear()
+        del small, large
+    stats = allocator.memory_stats()
+    assert stats["allocated_bytes.all.current"] == 0
+    assert stats["allocated_bytes.large_pool.peak"] == 9 * MiB
+    assert stats["allocated_bytes.small_pool.peak"] == 6 * 1024
+    assert stats["allocated_bytes.all.peak"] == 9 * MiB + 1024
+    assert stats["allocation.large_pool.allocated"] == stats["allocation.large_pool.freed"] == 3002
+    assert stats["allocation.small_pool.allocated"] == 3005
+    assert stats["requested_bytes.all.allocated"] == 3002 * 3 * MiB + 3005 * 1024
+    assert stats["allocation.all.peak"] == 7
+
+
 def test_two_threads_on_the_fast_path():
     backend = FakeBackend(limit=1 << 40)
     allocator = CachingAllocator(backend, 0)

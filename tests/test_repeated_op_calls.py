@@ -128,7 +128,8 @@ def test_attention_records_a_gradient_after_calls_that_needed_none(device):
 
 
 @requires_accelerator
-@pytest.mark.parametrize("call", ["softmax", "layer_norm", "masked_fill", "index_select",
+@pytest.mark.parametrize("call", ["softmax", "exp", "add", "layer_norm", "masked_fill",
+                                  "index_select",
                                   "argmax", "index_copy_", "attention", "view", "unsqueeze",
                                   "permute", "setitem"])
 def test_a_stale_compiled_output_is_refused_on_the_quick_path(call):
@@ -140,7 +141,8 @@ def test_a_stale_compiled_output_is_refused_on_the_quick_path(call):
     mask = tp.ones(2, 4, dtype=tp.bool, device=dev)
     index = tp.tensor([0], device=dev)
     other = tp.ones(*shape, device=dev)
-    calls = {"softmax": lambda x: x.softmax(-1),
+    calls = {"softmax": lambda x: x.softmax(-1), "exp": lambda x: x.exp(),
+             "add": lambda x: x + other,
              "layer_norm": lambda x: F.layer_norm(x, (4,), weight, bias),
              "masked_fill": lambda x: x.masked_fill(mask, 0.0),
              "index_select": lambda x: x.index_select(0, index),

@@ -183,7 +183,7 @@ def gelu(input, approximate: str = "none") -> Tensor:
             key = (input._layout or layout_of(input), approximate)
             plan = _gelu_plans.get(key)
             if plan is not None:
-                return _ops._execute(plan, (input,), None)
+                return _ops._execute_one(plan, input)
         else:
             key = None
     else:
@@ -198,7 +198,7 @@ def gelu(input, approximate: str = "none") -> Tensor:
     plan = _ops._plan(name, None, [tensor], None, _GELU_RESULT, None, None, rule, name)
     if key is not None:
         _dispatch.remember(_gelu_plans, key, plan)
-    return _ops._execute(plan, (tensor,), None)
+    return _ops._execute_one(plan, tensor)
 
 
 gelu._tp_differentiable = "gelu"   # type: ignore[attr-defined]   # checks autograd inline
@@ -315,7 +315,7 @@ def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
         if launcher is not None:
             plan.fast = launcher
     _dispatch.remember(_softmax_plans, key, plan)
-    return _ops._execute(plan, (tensor,), None)
+    return _ops._execute_one(plan, tensor)
 
 
 def _softmax_op(op: str, rule, doc: str):
@@ -327,10 +327,10 @@ def _softmax_op(op: str, rule, doc: str):
         if input.__class__ is Tensor:
             if input._ag is not None and _grad_mode.enabled:
                 return _autograd.dispatch(op, function, (input, dim, dtype), {})
-            if dtype is None and dim.__class__ is int:   # _execute checks the guard
+            if dtype is None and dim.__class__ is int:   # _execute_one checks the guard
                 plan = _softmax_plans.get((op, input._layout or layout_of(input), dim))
                 if plan is not None:
-                    return _ops._execute(plan, (input,), None)
+                    return _ops._execute_one(plan, input)
         return _softmax(op, input, dim, dtype, rule)
 
     function.__name__ = function.__qualname__ = op

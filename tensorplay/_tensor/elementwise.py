@@ -156,7 +156,7 @@ class _Plan:
     __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
                  "mixed", "ufunc", "kwargs", "fast", "check_divisor", "xp",
                  "formula", "attrs", "scalar_type", "arrays_only", "native", "plain_operands",
-                 "round_to", "out_layout", "launch")
+                 "round_to", "out_layout", "launch", "direct")
     # the slots' types (declarations only: no class attribute is made)
     op: str
     device: Device
@@ -181,6 +181,9 @@ class _Plan:
     round_to: np.dtype | None
     out_layout: Layout | None
     launch: Callable[..., Any]
+    # a backend launcher over arrays only, its results' layout known: what _execute_one and
+    # _execute_two take without _execute's general cases
+    direct: bool
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
     tp_arguments_only = True
@@ -239,6 +242,7 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
     plan = _Plan()
     plan.op, plan.device, plan.result, plan.shape = op, device, result, shape
     plan.out_layout = None   # the results' Layout, learnt from the first
+    plan.direct = False      # set once out_layout is learnt, for a launcher over arrays only
     plan.compute, plan.compute_np = compute, compute.numpy
     plan.xp, plan.formula = xp, formula
     plan.attrs = None if formula is None else {"shape": shape}   # for graph dumps; read-only
@@ -384,6 +388,7 @@ def _execute(plan: _Plan, operands, out):
         # every result of a plan is laid out alike (new C-ordered memory of one shape and dtype)
         if plan.out_layout is None:
             plan.out_layout = layout_of(out)
+            plan.direct = plan.fast is not None and plan.arrays_only and not plan.check_divisor
         else:
             out._layout = plan.out_layout
     else:
@@ -404,6 +409,46 @@ def _execute(plan: _Plan, operands, out):
     else:
         kernel = functools.partial(plan.ufunc, *values, out=out_array, **plan.kwargs)
     # _dispatch.named, inlined: the eager hot path
+    kernel.__name__ = plan.op   # type: ignore[attr-defined]
+    if plan.attrs is not None:
+        kernel.tp_attrs = plan.attrs   # type: ignore[attr-defined]
+    plan.launch(device, kernel)
+    return out
+
+
+def _execute_one(plan: _Plan, x) -> Tensor:
+    """:func:`_execute` of a one-operand plan into a new result: the eager hot path of the
+    one-input ops (softmax, gelu, exp ...). A direct plan (a backend launcher over the operand's
+    array) launches with nothing else around it; any other takes :func:`_execute`."""
+    if not plan.direct or _rewrite.active is not None:
+        return _execute(plan, (x,), None)
+    if x._guard is not None:
+        x._check_guard()
+    device = plan.device
+    out_array = _dispatch.empty(device, plan.shape, plan.result)
+    out = Tensor._make(out_array, device, plan.result)
+    out._layout = plan.out_layout
+    kernel = functools.partial(plan.fast, x._data, out_array)
+    kernel.__name__ = plan.op   # type: ignore[attr-defined]   # _dispatch.named, inlined
+    if plan.attrs is not None:
+        kernel.tp_attrs = plan.attrs   # type: ignore[attr-defined]
+    plan.launch(device, kernel)
+    return out
+
+
+def _execute_two(plan: _Plan, a, b) -> Tensor:
+    """:func:`_execute_one` for two operands (``a + b``, ``where``'s kind of binary ops)."""
+    if not plan.direct or _rewrite.active is not None:
+        return _execute(plan, (a, b), None)
+    if a._guard is not None:
+        a._check_guard()
+    if b._guard is not None:
+        b._check_guard()
+    device = plan.device
+    out_array = _dispatch.empty(device, plan.shape, plan.result)
+    out = Tensor._make(out_array, device, plan.result)
+    out._layout = plan.out_layout
+    kernel = functools.partial(plan.fast, a._data, b._data, out_array)
     kernel.__name__ = plan.op   # type: ignore[attr-defined]
     if plan.attrs is not None:
         kernel.tp_attrs = plan.attrs   # type: ignore[attr-defined]
@@ -541,7 +586,7 @@ def binary(op: str, a, b, out: Tensor | None = None) -> Tensor:
     if plan is None:
         ufunc, result, compute = _binary_call(op, a, b)
         plan = _cached(key, op, ufunc, (a, b), out, result, compute)
-    return _execute(plan, (a, b), out)
+    return _execute(plan, (a, b), out) if out is not None else _execute_two(plan, a, b)
 
 
 def _integer_power(xp, base, exponent, *, out, casting):
@@ -593,7 +638,7 @@ def unary(op: str, a, out: Tensor | None = None) -> Tensor:
         elif op == "square":
             compute = _square_compute
         plan = _cached(key, op, ufunc_name, (a,), out, result, compute)
-    return _execute(plan, (a,), out)
+    return _execute(plan, (a,), out) if out is not None else _execute_one(plan, a)
 
 
 _REAL_PART = {_dtype.complex64: _dtype.float32, _dtype.complex128: _dtype.float64}

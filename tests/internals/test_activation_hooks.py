@@ -103,6 +103,40 @@ def test_softmax_keeps_the_launcher_the_backend_gives_for_the_layout(calls, monk
     assert calls == [("launcher", (2, 3))] * 3 + [(name, 1, (2, 5))] * 2
 
 
+def test_direct_plans_launch_the_backend_kernel_and_check_guards(monkeypatch):
+    """A plan whose kernel is the backend's launcher over arrays only (exp, a + b, gelu)
+    launches it alone from its second call on (``_execute_one`` / ``_execute_two``), and still
+    refuses a stale compiled output."""
+    backend = _dispatch.backend_of(tp.device(_dev(), 0))
+    seen = []
+
+    def elementwise_kernel(op, compute, kinds, out):
+        def launch(*arrays):
+            seen.append((op, len(arrays)))
+            arrays[-1][...] = {"exp": 3, "add": 4, "gelu": 5}.get(op, 6)
+        launch.tp_arguments_only = True
+        return launch
+
+    monkeypatch.setattr(backend, "elementwise_kernel", elementwise_kernel, raising=False)
+    _clear_plans()
+    try:
+        x, y = tp.ones(2, 3, device=_dev()), tp.ones(2, 3, device=_dev())
+        for _ in range(3):
+            assert x.exp().tolist() == [[3.0] * 3] * 2
+            assert (x + y).tolist() == [[4.0] * 3] * 2
+            assert tp.gelu(x).tolist() == [[5.0] * 3] * 2
+        assert seen == [("exp", 2), ("add", 3), ("gelu", 2)] * 3
+        compiled = tp.compile(lambda t: t * 2)
+        compiled(x)
+        stale = compiled(x)
+        compiled(y)   # overwrites ``stale``
+        for call in (lambda t: t.exp(), lambda t: t + y, tp.gelu):
+            with pytest.raises(RuntimeError, match="overwritten by a later call"):
+                call(stale)
+    finally:
+        _clear_plans()
+
+
 def test_integer_input_and_0d_softmax_compose_the_formula(calls):
     dev = _dev()
     y = tp.sigmoid(tp.tensor([0, 1], device=dev))   # int64 in, float32 out: no kernel for it

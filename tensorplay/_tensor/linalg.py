@@ -445,12 +445,14 @@ def linear(input, weight, bias=None) -> Tensor:
                                    lambda: linear(input, weight, bias))
     if type(input) is Tensor and type(weight) is Tensor and weight._guard is None and \
             (bias is None or type(bias) is Tensor):
-        checked = _checked_linear.get((_ops._signature(input), _ops._signature(weight),
-                                       None if bias is None else _ops._signature(bias)))
-        if checked:   # the checks below passed for this signature: the weight's view is all
-            data = weight._data
+        layout = _checked_linear.get((input._layout or layout_of(input),
+                                      weight._layout or layout_of(weight),
+                                      None if bias is None else bias._layout or layout_of(bias)))
+        if layout is not None:   # the checks below passed for this signature: the weight's
+            data = weight._data  # view is all, and its layout is known
             transposed = Tensor._make(data.T if data.ndim == 2 else data, weight._device,
                                       weight._dtype)
+            transposed._layout = layout
             return fused_matmul(input, transposed, bias, None, "linear")
     x = _tensor_arg(input, "linear", "input")
     w = _tensor_arg(weight, "linear", "weight")
@@ -474,14 +476,17 @@ def linear(input, weight, bias=None) -> Tensor:
             raise RuntimeError(f"self and mat2 must have the same dtype, but got "
                                f"{b.dtype.name} and {w.dtype.name}")
         _check_expands(b.shape, x.shape[:-1] + (w.shape[:1] if w.ndim == 2 else ()))
-    result = fused_matmul(x, w.T if w.ndim == 2 else w, b, None, "linear")
-    key = (_ops._signature(x), _ops._signature(w), None if b is None else _ops._signature(b))
-    if None not in key[:2] and (b is None or key[2] is not None):
-        _dispatch.remember(_checked_linear, key, True, 1024)
+    transposed = w.T if w.ndim == 2 else w
+    result = fused_matmul(x, transposed, b, None, "linear")
+    if type(input) is Tensor and type(weight) is Tensor and \
+            (bias is None or type(bias) is Tensor) and transposed._guard is None:
+        key = (layout_of(x), layout_of(w), None if b is None else layout_of(b))
+        _dispatch.remember(_checked_linear, key, layout_of(transposed), 1024)
     return result
 
 
-_checked_linear: dict = {}   # operand signatures linear() has checked once
+#: the operand layouts linear() has checked once -> the layout of the weight's transposed view
+_checked_linear: dict = {}
 
 
 def _check_expands(shape: tuple, target: tuple) -> None:

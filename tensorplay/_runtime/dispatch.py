@@ -170,6 +170,24 @@ def launch_native(device: _device_cls, kernel: Callable[[], None]) -> None:
             watcher(kernel)
 
 
+def call_native(device: _device_cls, fn: Callable[..., None], *args: Any) -> None:
+    """:func:`launch_native` of ``functools.partial(fn, *args)`` without making it, through the
+    backend's ``launch_call``. The caller checks that the backend offers it
+    (:func:`launches_by_call`) and that ``launch_watchers`` is empty (a watcher is handed the
+    kernel object)."""
+    index = device.index
+    try:
+        stream = _thread.native[index]
+    except KeyError:
+        stream = _state.current_native_stream(index)
+    _selection.accelerator.launch_call(stream, fn, *args)  # type: ignore[union-attr]
+
+
+def launches_by_call(device: _device_cls) -> bool:
+    """Whether ``device``'s backend runs a launch at once through ``launch_call`` (cuda)."""
+    return device.type != "cpu" and hook(backend_of(device), "launch_call") is not None
+
+
 def named(name: str, kernel, **attrs):
     """Give a kernel a name (and attributes) for graph dumps; returns the kernel."""
     kernel.__name__ = name

@@ -156,7 +156,7 @@ class _Plan:
     __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
                  "mixed", "ufunc", "kwargs", "fast", "check_divisor", "xp",
                  "formula", "attrs", "scalar_type", "arrays_only", "native", "plain_operands",
-                 "round_to", "out_layout", "launch", "direct")
+                 "round_to", "out_layout", "launch", "direct", "by_call")
     # the slots' types (declarations only: no class attribute is made)
     op: str
     device: Device
@@ -184,6 +184,7 @@ class _Plan:
     # a backend launcher over arrays only, its results' layout known: what _execute_one and
     # _execute_two take without _execute's general cases
     direct: bool
+    by_call: bool   # a direct plan whose backend launches by call (_dispatch.call_native)
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
     tp_arguments_only = True
@@ -243,6 +244,7 @@ def _plan(op: str, ufunc_name, operands, out, result, compute, extra_kwargs,
     plan.op, plan.device, plan.result, plan.shape = op, device, result, shape
     plan.out_layout = None   # the results' Layout, learnt from the first
     plan.direct = False      # set once out_layout is learnt, for a launcher over arrays only
+    plan.by_call = False
     plan.compute, plan.compute_np = compute, compute.numpy
     plan.xp, plan.formula = xp, formula
     plan.attrs = None if formula is None else {"shape": shape}   # for graph dumps; read-only
@@ -389,6 +391,7 @@ def _execute(plan: _Plan, operands, out):
         if plan.out_layout is None:
             plan.out_layout = layout_of(out)
             plan.direct = plan.fast is not None and plan.arrays_only and not plan.check_divisor
+            plan.by_call = plan.direct and _dispatch.launches_by_call(device)
         else:
             out._layout = plan.out_layout
     else:
@@ -428,6 +431,9 @@ def _execute_one(plan: _Plan, x) -> Tensor:
     out_array = _dispatch.empty(device, plan.shape, plan.result)
     out = Tensor._make(out_array, device, plan.result)
     out._layout = plan.out_layout
+    if plan.by_call and not _dispatch.launch_watchers:   # no kernel object to make
+        _dispatch.call_native(device, plan.fast, x._data, out_array)
+        return out
     kernel = functools.partial(plan.fast, x._data, out_array)
     kernel.__name__ = plan.op   # type: ignore[attr-defined]   # _dispatch.named, inlined
     if plan.attrs is not None:
@@ -448,6 +454,9 @@ def _execute_two(plan: _Plan, a, b) -> Tensor:
     out_array = _dispatch.empty(device, plan.shape, plan.result)
     out = Tensor._make(out_array, device, plan.result)
     out._layout = plan.out_layout
+    if plan.by_call and not _dispatch.launch_watchers:
+        _dispatch.call_native(device, plan.fast, a._data, b._data, out_array)
+        return out
     kernel = functools.partial(plan.fast, a._data, b._data, out_array)
     kernel.__name__ = plan.op   # type: ignore[attr-defined]
     if plan.attrs is not None:

@@ -290,6 +290,13 @@ class OptionalHooks(Protocol):
         operands ``matmul_epilogue`` takes and a C-contiguous ``residual`` of ``out``'s shape and
         dtype. Fallback: the product (with its bias), then an add (``linalg.fused_matmul``)."""
 
+    def launch_call(self, stream: Any, fn: Callable[..., None], *args: Any) -> None:
+        """``launch(stream, functools.partial(fn, *args))`` without the kernel object, for a
+        backend whose launches run at once (cuda: the launch is queued on the device by the
+        call itself). The op layer takes it for its direct plans while no launch watcher is
+        set (a watcher is handed the kernel object). Fallback: ``launch`` with a named
+        partial (sim keeps the kernel in its queue, under its name)."""
+
     def matmul_launcher(self, a: Any, b: Any, out: Any, bias: Any, activation: str | None,
                         precision: str = "highest") -> Callable | None:
         """Right after ``matmul(a, b, out, precision)`` (``bias`` None) or ``matmul_epilogue(a,

@@ -6,6 +6,7 @@ so the wiring is tested without a GPU."""
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -133,6 +134,41 @@ def test_direct_plans_launch_the_backend_kernel_and_check_guards(monkeypatch):
         for call in (lambda t: t.exp(), lambda t: t + y, tp.gelu):
             with pytest.raises(RuntimeError, match="overwritten by a later call"):
                 call(stale)
+    finally:
+        _clear_plans()
+
+
+def test_direct_plans_launch_by_call_where_the_backend_offers_it(monkeypatch):
+    """Where the backend offers ``launch_call`` (cuda), a direct plan's launch makes no kernel
+    object: ``launch_call(stream, launcher, *arrays)``; while a launch watcher is set (a
+    capture keeping its inputs), the named kernel goes through ``launch`` as before."""
+    backend = _dispatch.backend_of(tp.device(_dev(), 0))
+    by_call = []
+
+    def elementwise_kernel(op, compute, kinds, out):
+        def launch(*arrays):
+            arrays[-1][...] = 3
+        launch.tp_arguments_only = True
+        return launch
+
+    def launch_call(stream, fn, *args):
+        by_call.append(len(args))
+        backend.launch(stream, _dispatch.named("by_call", functools.partial(fn, *args)))
+
+    monkeypatch.setattr(backend, "elementwise_kernel", elementwise_kernel, raising=False)
+    monkeypatch.setattr(backend, "launch_call", launch_call, raising=False)
+    _clear_plans()
+    try:
+        x, y = tp.ones(2, 3, device=_dev()), tp.ones(2, 3, device=_dev())
+        for _ in range(3):
+            assert x.exp().tolist() == [[3.0] * 3] * 2
+            assert (x + y).tolist() == [[3.0] * 3] * 2
+        assert by_call == [2, 3] * 2   # the first call of each plans it
+        graph = tp.accelerator.Graph()
+        with graph:
+            out = x.exp() + y
+        graph.replay()
+        assert out.tolist() == [[3.0] * 3] * 2 and by_call == [2, 3] * 2
     finally:
         _clear_plans()
 

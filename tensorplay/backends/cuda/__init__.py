@@ -320,6 +320,13 @@ class CudaBackend:
             _cupy_bridge.bind(stream)
         kernel()
 
+    def launch_call(self, stream: CudaStream, fn, *args) -> None:
+        """``fn(*args)`` now with CuPy bound to ``stream``: :meth:`launch` without a kernel
+        object (the op layer's direct plans)."""
+        if _current_cupy_stream() is not stream.cupy:
+            _cupy_bridge.bind(stream)
+        fn(*args)
+
     def memcpy(self, stream: CudaStream, dst_ptr: int, src_ptr: int, nbytes: int) -> None:
         """Asynchronous copy of raw bytes on ``stream``.
 

@@ -794,17 +794,18 @@ class CachingAllocator:
         # one row per logged statistic, in _ALLOCATION.._SPLIT_BYTES order, a column a change
         deltas = np.stack((np.sign(sizes), sizes, entries[:, 2], (code & 7) - 2, entries[:, 3]))
         large = code >= 8
-        count = int(large.sum())
+        in_large = int(large.sum())
         total_sums = _running_extremes(deltas)
         total, total_peak = self._total, self._total_peak
         for i, (top, end, _, _) in enumerate(zip(*total_sums)):
             total_peak[i] = max(total_peak[i], total[i] + top)
             total[i] += end
         current, peak, up, down = self._current, self._peak, self._up, self._down
-        for base, mask in ((0, ~large), (_NSTATS, large)):
-            if not (count if base else len(large) - count):
+        for base, mask, changes in ((0, ~large, len(large) - in_large),
+                                    (_NSTATS, large, in_large)):
+            if not changes:
                 continue
-            sums = total_sums if count in (0, len(large)) else _running_extremes(deltas[:, mask])
+            sums = total_sums if changes == len(large) else _running_extremes(deltas[:, mask])
             for i, (top, end, rise, fall) in enumerate(zip(*sums)):
                 j = base + i
                 peak[j] = max(peak[j], current[j] + top)

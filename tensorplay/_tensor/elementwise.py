@@ -443,7 +443,9 @@ def _execute_one(plan: _Plan, x) -> Tensor:
 
 
 def _execute_two(plan: _Plan, a, b) -> Tensor:
-    """:func:`_execute_one` for two operands (``a + b``, ``where``'s kind of binary ops)."""
+    """:func:`_execute_one` for two operands (``a + b`` and the other binary ops). Written out
+    beside it: a shared tail taking ``*arrays`` cost 0.14 us an op, a sixth of what the direct
+    path saves."""
     if not plan.direct or _rewrite.active is not None:
         return _execute(plan, (a, b), None)
     if a._guard is not None:

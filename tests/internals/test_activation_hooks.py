@@ -104,73 +104,71 @@ def test_softmax_keeps_the_launcher_the_backend_gives_for_the_layout(calls, monk
     assert calls == [("launcher", (2, 3))] * 3 + [(name, 1, (2, 5))] * 2
 
 
-def test_direct_plans_launch_the_backend_kernel_and_check_guards(monkeypatch):
-    """A plan whose kernel is the backend's launcher over arrays only (exp, a + b, gelu)
-    launches it alone from its second call on (``_execute_one`` / ``_execute_two``), and still
-    refuses a stale compiled output."""
+#: what the ``filling`` fixture's kernels write, per op (others: 6)
+FILLS = {"exp": 3, "add": 4, "gelu": 5}
+
+
+@pytest.fixture
+def filling(monkeypatch):
+    """The backend's ``elementwise_kernel`` replaced by launchers that write :data:`FILLS` and
+    record ``(op, number of arrays)``; plans cleared before and after."""
     backend = _dispatch.backend_of(tp.device(_dev(), 0))
     seen = []
 
     def elementwise_kernel(op, compute, kinds, out):
         def launch(*arrays):
             seen.append((op, len(arrays)))
-            arrays[-1][...] = {"exp": 3, "add": 4, "gelu": 5}.get(op, 6)
+            arrays[-1][...] = FILLS.get(op, 6)
         launch.tp_arguments_only = True
         return launch
 
     monkeypatch.setattr(backend, "elementwise_kernel", elementwise_kernel, raising=False)
     _clear_plans()
-    try:
-        x, y = tp.ones(2, 3, device=_dev()), tp.ones(2, 3, device=_dev())
-        for _ in range(3):
-            assert x.exp().tolist() == [[3.0] * 3] * 2
-            assert (x + y).tolist() == [[4.0] * 3] * 2
-            assert tp.gelu(x).tolist() == [[5.0] * 3] * 2
-        assert seen == [("exp", 2), ("add", 3), ("gelu", 2)] * 3
-        compiled = tp.compile(lambda t: t * 2)
-        compiled(x)
-        stale = compiled(x)
-        compiled(y)   # overwrites ``stale``
-        for call in (lambda t: t.exp(), lambda t: t + y, tp.gelu):
-            with pytest.raises(RuntimeError, match="overwritten by a later call"):
-                call(stale)
-    finally:
-        _clear_plans()
+    yield seen
+    _clear_plans()
 
 
-def test_direct_plans_launch_by_call_where_the_backend_offers_it(monkeypatch):
+def test_direct_plans_launch_the_backend_kernel_and_check_guards(filling):
+    """A plan whose kernel is the backend's launcher over arrays only (exp, a + b, gelu)
+    launches it alone from its second call on (``_execute_one`` / ``_execute_two``), and still
+    refuses a stale compiled output."""
+    x, y = tp.ones(2, 3, device=_dev()), tp.ones(2, 3, device=_dev())
+    for _ in range(3):
+        assert x.exp().tolist() == [[3.0] * 3] * 2
+        assert (x + y).tolist() == [[4.0] * 3] * 2
+        assert tp.gelu(x).tolist() == [[5.0] * 3] * 2
+    assert filling == [("exp", 2), ("add", 3), ("gelu", 2)] * 3
+    compiled = tp.compile(lambda t: t * 2)
+    compiled(x)
+    stale = compiled(x)
+    compiled(y)   # overwrites ``stale``
+    for call in (lambda t: t.exp(), lambda t: t + y, tp.gelu):
+        with pytest.raises(RuntimeError, match="overwritten by a later call"):
+            call(stale)
+
+
+def test_direct_plans_launch_by_call_where_the_backend_offers_it(filling, monkeypatch):
     """Where the backend offers ``launch_call`` (cuda), a direct plan's launch makes no kernel
     object: ``launch_call(stream, launcher, *arrays)``; while a launch watcher is set (a
     capture keeping its inputs), the named kernel goes through ``launch`` as before."""
     backend = _dispatch.backend_of(tp.device(_dev(), 0))
     by_call = []
 
-    def elementwise_kernel(op, compute, kinds, out):
-        def launch(*arrays):
-            arrays[-1][...] = 3
-        launch.tp_arguments_only = True
-        return launch
-
     def launch_call(stream, fn, *args):
         by_call.append(len(args))
         backend.launch(stream, _dispatch.named("by_call", functools.partial(fn, *args)))
 
-    monkeypatch.setattr(backend, "elementwise_kernel", elementwise_kernel, raising=False)
     monkeypatch.setattr(backend, "launch_call", launch_call, raising=False)
-    _clear_plans()
-    try:
-        x, y = tp.ones(2, 3, device=_dev()), tp.ones(2, 3, device=_dev())
-        for _ in range(3):
-            assert x.exp().tolist() == [[3.0] * 3] * 2
-            assert (x + y).tolist() == [[3.0] * 3] * 2
-        assert by_call == [2, 3] * 2   # the first call of each plans it
-        graph = tp.accelerator.Graph()
-        with graph:
-            out = x.exp() + y
-        graph.replay()
-        assert out.tolist() == [[3.0] * 3] * 2 and by_call == [2, 3] * 2
-    finally:
-        _clear_plans()
+    x, y = tp.ones(2, 3, device=_dev()), tp.ones(2, 3, device=_dev())
+    for _ in range(3):
+        assert x.exp().tolist() == [[3.0] * 3] * 2
+        assert (x + y).tolist() == [[4.0] * 3] * 2
+    assert by_call == [2, 3] * 2   # the first call of each plans it
+    graph = tp.accelerator.Graph()
+    with graph:
+        out = x.exp() + y
+    graph.replay()
+    assert out.tolist() == [[4.0] * 3] * 2 and by_call == [2, 3] * 2
 
 
 def test_integer_input_and_0d_softmax_compose_the_formula(calls):

@@ -17,10 +17,10 @@ Contract
 - Exact-size reuse (the eager fast path): a block of the default pool freed by its Allocation
   is *parked* whole in a free list keyed by (its segment's stream, the rounded size of the
   request it served), not merged at once. The next malloc of that rounded size on that stream
-  pops it, as long as nothing is
-  pending (no handed-over frees, no dead pool to release, no stream routed to a graph pool,
-  no nesting). Any other malloc best-fits the listed free blocks first; only when none fits
-  does it merge parked blocks back into the free lists and look again: first those parked on
+  pops it (after applying the frees handed over to it), as long as there is no dead pool to
+  release, no stream routed to a graph pool and no nesting. Any other malloc best-fits the
+  listed free blocks first; only when none fits does it merge parked blocks back into the free
+  lists and look again: first those parked on
   its stream for requests at least as large (in its pool class), then, if still none fits,
   every one, before it asks the device for a new segment (so a segment is never added while
   free memory could serve). Merging only what could serve alone keeps the blocks that a
@@ -30,6 +30,10 @@ Contract
   (as on CUDA, where a kernel holds raw pointers; sim's queues hold no Allocation either, see
   Note [sim queue ownership] in ``backends/sim/memory.py``), so a long eager loop runs in
   bounded memory.
+- A default-pool block's free is applied by the allocator's next call (any malloc, statistic,
+  snapshot or ``empty_cache()``), before that call does anything else, so no caller can tell it
+  from an immediate free; the next malloc of the size it served on its stream takes it back
+  first. See Note [deferred frees].
 - ``memory_stats()`` uses PyTorch's key names; graph-pool memory counts like any other.
 - When the device is full, cached free segments are released and the malloc retried once; then
   :class:`tensorplay.OutOfMemoryError`. Nothing already allocated is harmed.
@@ -68,6 +72,21 @@ do not segregate by stream, and their frees merge at once, as before.
   into the free lists; statistics do not change, since they already describe that layout.
 - The stream rule is the default pool's: a parked block is keyed by its segment's stream, so it
   is only handed out on that stream; during a capture (any route) no malloc pops one.
+
+Note [deferred frees]
+---------------------
+A dying Allocation of the default pool only appends its block to ``_handoffs``, the list that
+contended frees already used; applying it waits for the allocator's next call. Every entry
+applies the whole list first (``_enter``, and the malloc fast path), in the order the frees
+came, so statistics, the parked lists and the free lists are what immediate frees would have
+made by the time anything looks at them: a peak is never raised by a free that is still
+pending, since each malloc applies all of them before it counts itself.
+
+The gain is the eager loop ``y = f(x)``: the result freed last is usually the one the next
+result of the same size takes. The malloc fast path pops it and logs its free and its malloc
+together (``_retake``): no parking, unlisting or ``used`` change, and the finalizer costs one
+frame instead of three. Graph-pool blocks are freed at once as before, since a dead pool's
+segments are released when its last block is free (Note [graph pool lifetime]).
 
 Note [graph pool lifetime]
 --------------------------
@@ -295,18 +314,23 @@ class Allocation:
         return bool(self._cell)
 
     def release(self) -> None:
-        """Return the block to the allocator now. Idempotent; the address is invalid after.
+        """Return the block to the allocator. Idempotent; the address is invalid after.
 
-        .. note:: When another thread is inside the allocator, the block is handed to that
-           thread, which returns it before it leaves the allocator.
+        .. note:: A default-pool block, or any block while another thread is inside the
+           allocator, is handed over: the allocator's next call (or the thread inside it,
+           before it leaves) frees it before anything else (Note [deferred frees]).
         """
         try:
             block = self._cell.pop()
         except IndexError:
             return
+        # a block is held only with its allocator (no assert: the free hot path)
+        allocator: CachingAllocator = self._allocator  # type: ignore[assignment]
+        if block.segment.pool is allocator._default:
+            allocator._handoffs.append(block)   # Note [deferred frees]
+            return
         try:
-            # a block is held only with its allocator (no assert: the free hot path)
-            self._allocator._release_block(block)  # type: ignore[union-attr]
+            allocator._release_block(block)
         except Exception:
             if _is_finalizing is None or _is_finalizing():
                 return   # interpreter shutdown: the backend may already be gone
@@ -420,15 +444,22 @@ class CachingAllocator:
                 self._lock.release()
 
     def _apply_handoffs(self) -> None:
-        while self._handoffs:
-            self._free_block(self._handoffs.pop())
+        """Free the handed-over blocks in the order they came (the parked lists keep it).
+        Other threads may append meanwhile, never take: this thread holds the lock."""
+        handoffs = self._handoffs
+        while handoffs:
+            batch = handoffs[:]
+            del handoffs[:len(batch)]
+            for block in batch:
+                self._free_block(block)
 
     def _release_block(self, block: _Block) -> None:
-        """The free path of every Allocation (finalizers included): never waits for the lock.
+        """The free path of a graph pool's Allocation (finalizers included; a default-pool
+        block is only handed over, Note [deferred frees]): never waits for the lock.
 
-        Fast path: the lock is free and nothing is pending, so the block is freed (parked, for
-        the default pool) right here, with the lock held at depth 1 so that a finalizer firing
-        meanwhile hands its block over instead of interleaving."""
+        Fast path: the lock is free and nothing is pending, so the block is freed right here
+        (its dead pool released when that was its last block), with the lock held at depth 1
+        so that a finalizer firing meanwhile hands its block over instead of interleaving."""
         lock = self._lock
         if lock.acquire(blocking=False):
             if not (self._depth or self._handoffs or self._dead_dirty):
@@ -465,42 +496,60 @@ class CachingAllocator:
             OutOfMemoryError: the device is full even after releasing the cache.
         """
         block: _Block | None   # None only from _best_fit, below
-        if type(nbytes) is int and nbytes > 0 and self._parked:
-            # The fast path (Note [parked blocks]): pop a parked block of this exact rounded
-            # size on this stream. Every condition is read under the lock.
+        if type(nbytes) is int and nbytes > 0 and (self._parked or self._handoffs):
+            # The fast path (Notes [parked blocks], [deferred frees]): the block freed last, if
+            # it served a request of this rounded size on this stream, else a parked block of
+            # that size. Every condition is read under the lock.
             lock = self._lock
             lock.acquire()
-            key = (stream, -(-nbytes // _MIN_BLOCK) * _MIN_BLOCK)
-            if self._depth or self._routes or self._handoffs or self._dead_dirty:
-                stack = None
+            if self._depth or self._routes or self._dead_dirty:
+                lock.release()
             else:
-                try:
-                    stack = self._parked.get(key)
-                except TypeError:
-                    stack = None   # unhashable stream: the slow path says so
-            if stack:
                 self._depth = 1
+                block = None
                 try:
-                    block = stack.pop()
-                    if not stack:   # drop the stream reference with the last block
-                        del self._parked[key]
-                    self._mark_taken(block, nbytes)
+                    size = -(-nbytes // _MIN_BLOCK) * _MIN_BLOCK
+                    handoffs = self._handoffs
+                    if handoffs:
+                        last = handoffs.pop()
+                        segment = last.segment
+                        if segment.pool is self._default and \
+                                -(-last.requested // _MIN_BLOCK) * _MIN_BLOCK == size and \
+                                segment.stream_key is stream:
+                            block = last
+                        else:
+                            handoffs.append(last)
+                        self._apply_handoffs()   # the other frees came before this malloc
+                        if block is not None:
+                            self._retake(block, nbytes)
+                    if block is None:
+                        try:
+                            stack = self._parked.get((stream, size))
+                        except TypeError:
+                            stack = None   # unhashable stream: the slow path says so
+                        if stack:
+                            block = stack.pop()
+                            if not stack:   # drop the stream reference with the last block
+                                del self._parked[(stream, size)]
+                            self._mark_taken(block, nbytes)
                 finally:
-                    if self._handoffs:
-                        self._leave()
+                    if self._handoffs or self._dead_dirty:
+                        # a graph pool's block handed over by a contended free may have left
+                        # its dead pool releasable
+                        self._leave(release_dead=True)
                     else:
                         self._depth = 0
                         lock.release()
                         if self._handoffs:
                             self._pick_up_handoffs()
-                # Allocation(block.ptr, nbytes, block.size, self._index, self, block) without
-                # the __init__ frame (the eager hot path)
-                allocation = _new_allocation(Allocation)
-                allocation.ptr, allocation.nbytes, allocation.size = block.ptr, nbytes, block.size
-                allocation.device_index, allocation._allocator = self._index, self
-                allocation._cell = [block]
-                return allocation
-            lock.release()
+                if block is not None:
+                    # Allocation(block.ptr, nbytes, block.size, self._index, self, block)
+                    # without the __init__ frame (the eager hot path)
+                    allocation = _new_allocation(Allocation)
+                    allocation.ptr, allocation.nbytes = block.ptr, nbytes
+                    allocation.size, allocation.device_index = block.size, self._index
+                    allocation._allocator, allocation._cell = self, [block]
+                    return allocation
         nbytes = _check_nbytes(nbytes)
         if nbytes == 0:
             return Allocation(0, 0, 0, self._index, None, None)
@@ -655,6 +704,28 @@ class CachingAllocator:
             block.size = size
             self._list(rest)
         self._mark_taken(block, nbytes)
+
+    def _retake(self, block: _Block, nbytes: int) -> None:
+        """Count the free of an allocated block whose free was deferred and its malloc for
+        ``nbytes`` right after (Note [deferred frees]): what ``_free_block`` and then
+        ``_mark_taken`` log, without unlisting, parking or touching ``used``."""
+        segment = block.segment
+        size = block.size
+        prev, following = block.prev, block.next
+        free_neighbours = ((prev is not None and not prev.allocated)
+                           + (following is not None and not following.allocated))
+        if segment.used != size:
+            split, split_bytes = 1 - free_neighbours, size
+        else:
+            split, split_bytes = -free_neighbours, size - segment.size
+        requested = block.requested
+        block.requested = nbytes
+        code = 2 if segment.is_small else 10
+        log = self._stat_log
+        log.extend((code + split, -size, -requested, split_bytes,
+                    code - split, size, nbytes, -split_bytes))
+        if len(log) >= _LOG_FOLD:
+            self._fold_stats()
 
     def _mark_taken(self, block: _Block, nbytes: int) -> None:
         """Mark an unlisted free block allocated and count it (Note [parked blocks]).

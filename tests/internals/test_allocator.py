@@ -138,6 +138,19 @@ def check_invariants(allocator, backend, live) -> None:
     check_parked(allocator)
 
 
+def settle(allocator) -> None:
+    """Apply the frees the allocator deferred (Note [deferred frees]): any call into it does
+    that first; tests looking at its insides call this."""
+    with allocator._held:
+        pass
+
+
+def parked(allocator) -> dict:
+    """The parked blocks, after the deferred frees (what the next malloc would see)."""
+    settle(allocator)
+    return allocator._parked
+
+
 def check_parked(allocator) -> None:
     """Every free block is listed or parked (default pool only), never both; ``used`` adds up."""
     parked = {id(b): key for key, stack in allocator._parked.items() for b in stack}
@@ -213,6 +226,7 @@ def test_best_fit_and_merge_with_both_neighbours(allocator, backend):
     assert stat(allocator, "inactive_split.all.current") == 2  # b's hole and the tail
     c.release()   # parked beside b's parked block; d's block is allocated again after it
     assert allocator.malloc(2560, "s").ptr == e.ptr + 512    # the listed tail serves first
+    settle(allocator)
     allocator._flush_parked()   # what a malloc that no listed block fits does first
     bc = allocator.malloc(2560, "s")                         # b and c merged: an exact hole
     assert bc.ptr == b.ptr
@@ -275,14 +289,14 @@ def test_a_freed_block_is_parked_and_reused_on_its_stream(allocator, backend):
     a_ptr, b_ptr = a.ptr, b.ptr
     a.release()
     b.release()
-    assert {key: [block.ptr for block in stack] for key, stack in allocator._parked.items()} == {
+    assert {key: [block.ptr for block in stack] for key, stack in parked(allocator).items()} == {
         ("s", 1024): [a_ptr, b_ptr]}
     check_invariants(allocator, backend, [keep])
     again = allocator.malloc(1024, "s")                # the last freed comes back first
     assert again.ptr == b_ptr and again.nbytes == 1024 and again.size == 1024
     other = allocator.malloc(513, "s")                 # 513 rounds to the same 1024
     assert other.ptr == a_ptr
-    assert allocator._parked == {} and allocator.memory_stats()["num_device_alloc"] == 1
+    assert parked(allocator) == {} and allocator.memory_stats()["num_device_alloc"] == 1
     check_invariants(allocator, backend, [keep, again, other])
 
 
@@ -290,10 +304,10 @@ def test_a_parked_block_is_not_handed_out_on_another_stream(allocator, backend):
     a = allocator.malloc(4096, "A")
     ptr = a.ptr
     a.release()
-    assert ("A", 4096) in allocator._parked
+    assert ("A", 4096) in parked(allocator)
     b = allocator.malloc(4096, "B")                    # same size, other stream: slow path
     assert b.ptr != ptr and len(backend.live) == 2
-    assert not allocator._parked                        # ... which merged the parked block
+    assert not parked(allocator)                        # ... which merged the parked block
     check_invariants(allocator, backend, [b])
     b_ptr = b.ptr
     b.release()
@@ -312,17 +326,17 @@ def test_no_parked_block_is_handed_out_while_a_capture_routes(allocator, backend
     assert pool_of(captured) == pool and captured.ptr != eager_ptr
     captured_ptr = captured.ptr
     captured.release()                                  # a graph pool's block: never parked
-    assert list(allocator._parked) == [("S", 4096)]     # the eager block stays parked
+    assert list(parked(allocator)) == [("S", 4096)]     # the eager block stays parked
     assert captured_ptr in allocator._pools[pool].free_blocks
     allocator.end_allocate_to_pool(pool, "S")
     allocator.begin_allocate_to_pool(pool, "other")     # a capture elsewhere: slow path here
     eager = allocator.malloc(4096, "S")
     assert pool_of(eager) is None and eager.ptr == eager_ptr
     eager.release()
-    assert ("S", 4096) in allocator._parked
+    assert ("S", 4096) in parked(allocator)
     allocator.end_allocate_to_pool(pool, "other")
     allocator.release_pool(pool)
-    assert allocator.malloc(4096, "S").ptr == eager_ptr and not allocator._parked
+    assert allocator.malloc(4096, "S").ptr == eager_ptr and not parked(allocator)
 
 
 def test_empty_cache_releases_parked_blocks(allocator, backend):
@@ -330,9 +344,9 @@ def test_empty_cache_releases_parked_blocks(allocator, backend):
     large = allocator.malloc(12 * MiB, "s")
     small.release()
     large.release()
-    assert len(allocator._parked) == 2 and allocator.memory_reserved() == 14 * MiB
+    assert len(parked(allocator)) == 2 and allocator.memory_reserved() == 14 * MiB
     allocator.empty_cache()
-    assert backend.live == {} and allocator.memory_reserved() == 0 and not allocator._parked
+    assert backend.live == {} and allocator.memory_reserved() == 0 and not parked(allocator)
     assert allocator.memory_stats()["num_device_free"] == 2
 
 
@@ -413,6 +427,77 @@ def test_statistics_are_the_same_on_the_fast_and_the_slow_path():
     assert last["allocated_bytes.all.peak"] == 9 * KiB + 34 * MiB
 
 
+class RetakeCountingAllocator(CountingAllocator):
+    """Counts the mallocs that took back the block freed last (Note [deferred frees])."""
+
+    retakes = 0
+
+    def _retake(self, block, nbytes):
+        self.retakes += 1
+        return super()._retake(block, nbytes)
+
+
+def _deferred_free_sequence(allocator) -> tuple[list, dict]:
+    """Frees and mallocs with no statistic read in between (so frees stay deferred until the
+    next malloc): the addresses handed out and memory_stats() at the end."""
+    live, addresses = {}, []
+
+    def malloc(name, nbytes, stream="s"):
+        live[name] = allocator.malloc(nbytes, stream)
+        addresses.append(live[name].ptr)
+
+    for name, nbytes in (("a", 4096), ("b", 1000), ("c", 4096), ("L", 3 * MiB)):
+        malloc(name, nbytes)
+    for _ in range(3):          # the eager loop: each result freed, the next takes it back
+        del live["c"]
+        malloc("c", 4000)      # same rounded size, another request: requested bytes change
+    del live["b"]               # pending ...
+    del live["a"]               # ... and the one freed last: taken back by this size
+    malloc("a2", 4096)
+    malloc("b2", 1024)          # the pending free of b was applied first: b's block
+    del live["L"]
+    malloc("x", 18 * MiB)       # L was pending: applied first, so L's segment serves
+    del live["x"]
+    malloc("y", 4096, "t")      # another stream: x's free applied, nothing taken back
+    del live["c"]
+    del live["y"]
+    malloc("c2", 4096)          # the last free was on "t": c's parked block serves
+    live.clear()
+    return addresses, allocator.memory_stats()
+
+
+def test_deferred_frees_give_the_slow_paths_addresses_and_statistics():
+    """A free waits for the allocator's next call, and a malloc takes back the block freed
+    last when it served this size on this stream: the same addresses and statistics as
+    applying every free at once and best-fitting each malloc, peaks included."""
+    fast = RetakeCountingAllocator(FakeBackend(), 0)
+    slow = MergingAllocator(FakeBackend(), 0)
+    fast_addresses, fast_stats = _deferred_free_sequence(fast)
+    slow_addresses, slow_stats = _deferred_free_sequence(slow)
+    assert fast.retakes == 4      # the three loop steps and a2
+    assert fast_addresses == slow_addresses
+    assert fast_stats == slow_stats
+    assert fast_stats["allocated_bytes.all.current"] == 0
+    assert fast_stats["allocated_bytes.all.peak"] == 18 * MiB + 4096 + 1024 + 4096
+    assert fast_stats["requested_bytes.all.peak"] == 18 * MiB + 4096 + 1024 + 4000
+    assert fast_stats["segment.all.current"] == fast_stats["num_device_alloc"] == 3  # s, L, t
+    assert fast_stats["allocation.all.allocated"] == 12
+
+
+def test_a_deferred_free_is_applied_before_anything_reads_or_allocates(allocator, backend):
+    first = allocator.malloc(MiB, "s")
+    del first
+    assert allocator._handoffs      # deferred ...
+    assert allocator.memory_allocated() == 0 and not allocator._handoffs   # ... until read
+    big = allocator.malloc(MiB, "s")
+    del big
+    other = allocator.malloc(2 * MiB, "s")   # the pending free counts before this malloc
+    assert allocator.max_memory_allocated() == 2 * MiB
+    del other
+    allocator.empty_cache()
+    assert backend.live == {} and allocator.memory_reserved() == 0
+
+
 def test_statistics_stay_exact_across_folds_of_the_log(allocator):
     """Note [statistics log]: thousands of fast mallocs and frees fold in batches; the peak in
     the middle of a batch and the running sums come out as if counted one by one."""
@@ -486,7 +571,9 @@ def test_two_threads_on_the_fast_path():
             thread.join()
     finally:
         sys.setswitchinterval(interval)
-    assert not errors and not allocator._handoffs
+    assert not errors
+    settle(allocator)
+    assert not allocator._handoffs
     check_invariants(allocator, backend, [])
     stats = allocator.memory_stats()
     assert stats["allocation.all.allocated"] == stats["allocation.all.freed"] == 12000
@@ -1045,7 +1132,7 @@ def test_a_slow_malloc_keeps_the_parked_blocks_while_the_listed_ones_serve(alloc
     a.release()
     other = allocator.malloc(1000, "s")          # no parked block of its size: the listed tail
     assert other.ptr == a_ptr + 4096
-    assert ("s", 4096) in allocator._parked      # ... and the exact-size cache is kept
+    assert ("s", 4096) in parked(allocator)      # ... and the exact-size cache is kept
     assert allocator.malloc(4096, "s").ptr == a_ptr
     check_invariants(allocator, backend, [other])
 
@@ -1059,7 +1146,7 @@ def test_a_large_block_is_parked_under_the_size_its_request_asks_for(allocator, 
     ptr = a.ptr
     assert a.size == 20 * MiB
     a.release()
-    assert ("s", request) in allocator._parked
+    assert ("s", request) in parked(allocator)
     check_invariants(allocator, backend, [])
     slow = []
     best_fit = allocator._best_fit
@@ -1083,11 +1170,11 @@ def test_a_parked_miss_merges_only_the_parked_blocks_that_could_serve(allocator,
     b.release()
     d = allocator.malloc(5 * MiB, "s")               # no block parked for 5 MiB, none listed
     assert d.ptr == b_ptr and len(backend.live) == 1
-    assert [block.ptr for block in allocator._parked[("s", 4 * MiB)]] == [a_ptr]
+    assert [block.ptr for block in parked(allocator)[("s", 4 * MiB)]] == [a_ptr]
     check_invariants(allocator, backend, [c, d])
     d.release()
     e = allocator.malloc(9 * MiB, "s")    # none parked could serve alone: all merge, and do
-    assert e.ptr == a_ptr and not allocator._parked and len(backend.live) == 1
+    assert e.ptr == a_ptr and not parked(allocator) and len(backend.live) == 1
     check_invariants(allocator, backend, [c, e])
 
 
@@ -1097,4 +1184,4 @@ def test_parked_blocks_merge_before_a_new_segment_is_asked_for(allocator, backen
     whole.release()
     smaller = allocator.malloc(11 * MiB, "s")    # no listed block: the parked one is merged
     assert smaller.ptr == ptr and allocator.memory_stats()["num_device_alloc"] == 1
-    assert not allocator._parked
+    assert not parked(allocator)

@@ -170,17 +170,24 @@ def launch_native(device: _device_cls, kernel: Callable[[], None]) -> None:
             watcher(kernel)
 
 
-def call_native(device: _device_cls, fn: Callable[..., None], *args: Any) -> None:
-    """:func:`launch_native` of ``functools.partial(fn, *args)`` without making it, through the
-    backend's ``launch_call``. The caller checks that the backend offers it
-    (:func:`launches_by_call`) and that ``launch_watchers`` is empty (a watcher is handed the
-    kernel object)."""
+def call_into_new(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype,
+                  fn: Callable[..., None], *arrays: Any) -> Any:
+    """:func:`empty` and then :func:`launch_native` of ``functools.partial(fn, *arrays, out)``
+    in one frame, without making the partial, through the backend's ``launch_call``; returns
+    ``out``. The caller checks that the backend offers it (:func:`launches_by_call`) and that
+    ``launch_watchers`` is empty (a watcher is handed the kernel object)."""
     index = device.index
     try:
         stream = _thread.native[index]
     except KeyError:
         stream = _state.current_native_stream(index)
-    _selection.accelerator.launch_call(stream, fn, *args)  # type: ignore[union-attr]
+    nbytes = math.prod(shape) * dtype.itemsize or 1
+    allocation = (_allocators.get(index) or device_allocator(index)).malloc(nbytes, stream)
+    backend = _selection.accelerator
+    out = backend.as_array(  # type: ignore[union-attr]  # as in empty
+        index, allocation.ptr, nbytes, dtype.numpy, shape, None, allocation)
+    backend.launch_call(stream, fn, *arrays, out)  # type: ignore[union-attr]
+    return out
 
 
 def launches_by_call(device: _device_cls) -> bool:

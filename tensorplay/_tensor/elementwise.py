@@ -35,6 +35,8 @@ from . import rewrite as _rewrite
 from .tensor import Tensor, layout_of
 from .transfer import check_no_overlap
 
+_new_object = object.__new__
+
 if TYPE_CHECKING:
     from .._runtime.device import device as Device
     from .tensor import Layout
@@ -184,7 +186,7 @@ class _Plan:
     # a backend launcher over arrays only, its results' layout known: what _execute_one and
     # _execute_two take without _execute's general cases
     direct: bool
-    by_call: bool   # a direct plan whose backend launches by call (_dispatch.call_native)
+    by_call: bool   # a direct plan whose backend launches by call (_dispatch.call_into_new)
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
     tp_arguments_only = True
@@ -427,18 +429,20 @@ def _execute_one(plan: _Plan, x) -> Tensor:
         return _execute(plan, (x,), None)
     if x._guard is not None:
         x._check_guard()
-    device = plan.device
-    out_array = _dispatch.empty(device, plan.shape, plan.result)
-    out = Tensor._make(out_array, device, plan.result)
-    out._layout = plan.out_layout
+    device, dtype = plan.device, plan.result
     if plan.by_call and not _dispatch.launch_watchers:   # no kernel object to make
-        _dispatch.call_native(device, plan.fast, x._data, out_array)
-        return out
-    kernel = functools.partial(plan.fast, x._data, out_array)
-    kernel.__name__ = plan.op   # type: ignore[attr-defined]   # _dispatch.named, inlined
-    if plan.attrs is not None:
-        kernel.tp_attrs = plan.attrs   # type: ignore[attr-defined]
-    plan.launch(device, kernel)
+        out_array = _dispatch.call_into_new(device, plan.shape, dtype, plan.fast, x._data)
+    else:
+        out_array = _dispatch.empty(device, plan.shape, dtype)
+        kernel = functools.partial(plan.fast, x._data, out_array)
+        kernel.__name__ = plan.op   # type: ignore[attr-defined]   # _dispatch.named, inlined
+        if plan.attrs is not None:
+            kernel.tp_attrs = plan.attrs   # type: ignore[attr-defined]
+        plan.launch(device, kernel)
+    # Tensor._make(out_array, device, dtype) without its frame (the eager hot path)
+    out = _new_object(Tensor)
+    out._data, out._device, out._dtype, out._layout = out_array, device, dtype, plan.out_layout
+    out._guard = out._ag = None
     return out
 
 
@@ -452,18 +456,20 @@ def _execute_two(plan: _Plan, a, b) -> Tensor:
         a._check_guard()
     if b._guard is not None:
         b._check_guard()
-    device = plan.device
-    out_array = _dispatch.empty(device, plan.shape, plan.result)
-    out = Tensor._make(out_array, device, plan.result)
-    out._layout = plan.out_layout
+    device, dtype = plan.device, plan.result
     if plan.by_call and not _dispatch.launch_watchers:
-        _dispatch.call_native(device, plan.fast, a._data, b._data, out_array)
-        return out
-    kernel = functools.partial(plan.fast, a._data, b._data, out_array)
-    kernel.__name__ = plan.op   # type: ignore[attr-defined]
-    if plan.attrs is not None:
-        kernel.tp_attrs = plan.attrs   # type: ignore[attr-defined]
-    plan.launch(device, kernel)
+        out_array = _dispatch.call_into_new(device, plan.shape, dtype, plan.fast, a._data,
+                                            b._data)
+    else:
+        out_array = _dispatch.empty(device, plan.shape, dtype)
+        kernel = functools.partial(plan.fast, a._data, b._data, out_array)
+        kernel.__name__ = plan.op   # type: ignore[attr-defined]
+        if plan.attrs is not None:
+            kernel.tp_attrs = plan.attrs   # type: ignore[attr-defined]
+        plan.launch(device, kernel)
+    out = _new_object(Tensor)
+    out._data, out._device, out._dtype, out._layout = out_array, device, dtype, plan.out_layout
+    out._guard = out._ag = None
     return out
 
 

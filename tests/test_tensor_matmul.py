@@ -2,6 +2,8 @@
 views), dtypes, ``linear``, the float32 precision setting, and products inside captured graphs
 (public API; ``_tensor.linalg.fused_matmul`` is reached through ``nn.functional.linear``)."""
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -250,15 +252,25 @@ def test_linear_and_fused_matmul_in_a_captured_graph(dev, activation):
 
 
 @requires_accelerator
-def test_kept_products_launch_through_the_backends_launcher(monkeypatch):
+@pytest.mark.parametrize("by_call", [False, True], ids=["launch", "launch_call"])
+def test_kept_products_launch_through_the_backends_launcher(monkeypatch, by_call):
     """A kept product plan asks the backend's ``matmul_launcher`` once, after its first launch,
     and launches through what it gives (a plain product and a bias epilogue alike); where it
-    gives None the plan keeps calling the product hooks."""
+    gives None the plan keeps calling the product hooks. Where the backend offers
+    ``launch_call`` (cuda), a plain product's launcher goes through it, with no kernel object."""
     from tensorplay._runtime import dispatch
     from tensorplay._tensor import linalg
 
     dev = tp.accelerator.current_accelerator().type
     backend = dispatch.backend_of(tp.device(dev, 0))
+    called = []
+    if by_call:
+        def launch_call(stream, fn, *args):
+            called.append(len(args))
+            backend.launch(stream, dispatch.named("by_call", functools.partial(fn, *args)))
+        monkeypatch.setattr(backend, "launch_call", launch_call, raising=False)
+    elif dispatch.hook(backend, "launch_call") is not None:   # cuda: the other way round
+        monkeypatch.setattr(backend, "launch_call", None)
     if dispatch.hook(backend, "matmul_epilogue") is None:   # sim: an epilogue to launch
         def matmul_epilogue(a, b, out, bias, activation, precision="highest"):
             out[...] = a @ b + bias
@@ -288,6 +300,7 @@ def test_kept_products_launch_through_the_backends_launcher(monkeypatch):
         assert asked == [((2, 3), (3, 4), False, None), ((2, 3), (3, 4), True, None),
                          ((5, 3), (3, 4), False, None)]
         assert launched == [False, False, True, True]
+        assert called == ([3, 3] if by_call else [])   # a, b and the result
     finally:
         linalg._plans.clear()
         linalg._fused_plans.clear()

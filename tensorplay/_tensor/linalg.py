@@ -97,7 +97,7 @@ class _ProductPlan:
     [elementwise plans] in ``elementwise.py``)."""
 
     __slots__ = ("op", "device", "shape", "dtype", "precision", "matmul", "attrs", "launch",
-                 "launcher")
+                 "launcher", "by_call")
     # the slots' types (declarations only: no class attribute is made)
     op: str
     device: Device
@@ -110,6 +110,7 @@ class _ProductPlan:
     # the backend's launcher for a kept plan's layouts (``matmul_launcher``): None until the
     # first launch asks for it, False when the backend has none
     launcher: Callable[..., Any] | Literal[False] | None
+    by_call: bool   # the backend runs a launcher by call (_dispatch.call_into_new)
 
 
 _plans: dict = {}
@@ -139,6 +140,7 @@ def _plan_product(op: str, a: Tensor, b: Tensor, shape) -> _ProductPlan:
     # an accelerator's product (its own, or its array library's) touches no NumPy at launch
     plan.launch = _dispatch.launch if plan.device.type == "cpu" else _dispatch.launch_native
     plan.launcher = None
+    plan.by_call = _dispatch.launches_by_call(plan.device)
     return plan
 
 
@@ -173,8 +175,12 @@ def matmul(input, other) -> Tensor:
             plan = _plan_product("matmul", input, other, _matmul_shape(input.shape, other.shape))
             _dispatch.remember(_plans, key, plan, 1024)
         device = plan.device   # (_launch_matmul, inlined: every eager product passes here)
-        out = _dispatch.empty(device, plan.shape, plan.dtype)
         launcher = plan.launcher
+        if launcher and plan.by_call and not _dispatch.launch_watchers:
+            return Tensor._make(_dispatch.call_into_new(device, plan.shape, plan.dtype, launcher,
+                                                        input._data, other._data),
+                                device, plan.dtype)
+        out = _dispatch.empty(device, plan.shape, plan.dtype)
         kernel = functools.partial(launcher, input._data, other._data, out) if launcher else \
             functools.partial(plan.matmul, input._data, other._data, out, plan.precision)
         kernel.__name__, kernel.tp_attrs = "matmul", plan.attrs   # type: ignore[attr-defined]

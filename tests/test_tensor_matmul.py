@@ -257,7 +257,7 @@ def test_kept_products_launch_through_the_backends_launcher(monkeypatch, by_call
     """A kept product plan asks the backend's ``matmul_launcher`` once, after its first launch,
     and launches through what it gives (a plain product and a bias epilogue alike); where it
     gives None the plan keeps calling the product hooks. Where the backend offers
-    ``launch_call`` (cuda), a plain product's launcher goes through it, with no kernel object."""
+    ``launch_call`` (cuda), the launchers go through it, with no kernel object."""
     from tensorplay._runtime import dispatch
     from tensorplay._tensor import linalg
 
@@ -283,7 +283,7 @@ def test_kept_products_launch_through_the_backends_launcher(monkeypatch, by_call
         if a.shape[0] == 5:
             return None
 
-        def launch(a, b, out, bias=None):
+        def launch(a, b, bias, out):
             launched.append(bias is not None)
             out[...] = 7
         return launch
@@ -300,7 +300,7 @@ def test_kept_products_launch_through_the_backends_launcher(monkeypatch, by_call
         assert asked == [((2, 3), (3, 4), False, None), ((2, 3), (3, 4), True, None),
                          ((5, 3), (3, 4), False, None)]
         assert launched == [False, False, True, True]
-        assert called == ([3, 3] if by_call else [])   # a, b and the result
+        assert called == ([4] * 4 if by_call else [])   # a, b, the bias (or None), the result
     finally:
         linalg._plans.clear()
         linalg._fused_plans.clear()

@@ -178,11 +178,11 @@ def matmul(input, other) -> Tensor:
         launcher = plan.launcher
         if launcher and plan.by_call and not _dispatch.launch_watchers:
             return Tensor._make(_dispatch.call_into_new(device, plan.shape, plan.dtype, launcher,
-                                                        input._data, other._data),
+                                                        input._data, other._data, None),
                                 device, plan.dtype)
         out = _dispatch.empty(device, plan.shape, plan.dtype)
-        kernel = functools.partial(launcher, input._data, other._data, out) if launcher else \
-            functools.partial(plan.matmul, input._data, other._data, out, plan.precision)
+        kernel = functools.partial(launcher, input._data, other._data, None, out) if launcher \
+            else functools.partial(plan.matmul, input._data, other._data, out, plan.precision)
         kernel.__name__, kernel.tp_attrs = "matmul", plan.attrs   # type: ignore[attr-defined]
         plan.launch(device, kernel)
         if launcher is None:
@@ -320,11 +320,16 @@ def fused_matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str | No
         _dispatch.remember(_fused_plans, key, plan, 1024)
     product = plan.product
     if plan.epilogue is not None:
-        out = _dispatch.empty(product.device, product.shape, product.dtype)
         # (a plan has an epilogue only with a bias)
         bias_data = bias._data  # type: ignore[union-attr]
         launcher = plan.launcher
-        kernel = functools.partial(launcher, a._data, b._data, out, bias_data) if launcher \
+        if launcher and product.by_call and not _dispatch.launch_watchers:
+            result = Tensor._make(_dispatch.call_into_new(
+                product.device, product.shape, product.dtype, launcher, a._data, b._data,
+                bias_data), product.device, product.dtype)
+            return result if plan.apply is None else plan.apply(result)
+        out = _dispatch.empty(product.device, product.shape, product.dtype)
+        kernel = functools.partial(launcher, a._data, b._data, bias_data, out) if launcher \
             else functools.partial(plan.epilogue, a._data, b._data, out, bias_data, plan.fused,
                                    product.precision)
         # _dispatch.named, inlined; the product's launch (an accelerator's touches no NumPy)

@@ -300,11 +300,13 @@ class OptionalHooks(Protocol):
     def matmul_launcher(self, a: Any, b: Any, out: Any, bias: Any, activation: str | None,
                         precision: str = "highest") -> Callable | None:
         """Right after ``matmul(a, b, out, precision)`` (``bias`` None) or ``matmul_epilogue(a,
-        b, out, bias, activation, precision)`` ran, a launcher ``fn(a, b, out, bias=None)`` of
-        the same product for arrays laid out as these (shapes, strides, dtypes, device),
-        cheaper per call; None where it has none. It touches only its arguments and has
-        ``tp_arguments_only``. Pitfall: it may not check the layout of what it is given.
-        Fallback: the ``matmul`` and ``matmul_epilogue`` hooks on every call."""
+        b, out, bias, activation, precision)`` ran, a launcher ``fn(a, b, bias, out)`` (``bias``
+        None without one) of the same product for arrays laid out as these (shapes, strides,
+        dtypes, device), cheaper per call; None where it has none. It touches only its
+        arguments and has ``tp_arguments_only``; the result comes last, as the op layer's
+        direct launches (``launch_call``) pass it. Pitfall: it may not check the layout of
+        what it is given. Fallback: the ``matmul`` and ``matmul_epilogue`` hooks on every
+        call."""
 
     def erf(self, x: Any) -> Any:
         """The error function of a float ``xp`` array in one kernel. Fallback: composed from xp

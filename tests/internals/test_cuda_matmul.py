@@ -145,7 +145,7 @@ def test_a_launcher_repeats_the_kept_product_for_arrays_laid_out_alike(monkeypat
         fresh = cupy.asarray(_host((m, k), np.float32, seed))
         a[...] = fresh
         bias_now = cupy.asarray(_host((n,), np.float32, seed + 1)) if with_bias else None
-        assert launch(a, b, out, bias_now) is out
+        assert launch(a, b, bias_now, out) is out
         want = fresh.get().astype(np.float64) @ b.get()
         if with_bias:
             want = want + bias_now.get()

@@ -467,7 +467,7 @@ def launcher(a, b, out, bias=None, activation: str | None = None,
     lows, generation = (pa & 255, pb & 255, pc & 255), _generation
 
     if kept.__class__ is _Plan:
-        def launch(a, b, out, bias=None):
+        def launch(a, b, bias, out):
             pa, pb, pc = a.data.ptr, b.data.ptr, out.data.ptr
             if _capturing_roots or (pa & 255, pb & 255, pc & 255) != lows or \
                     _generation != generation:
@@ -475,7 +475,7 @@ def launcher(a, b, out, bias=None, activation: str | None = None,
             _run(kept, device, pb, pa, pc, bias)
             return out
     else:   # a skinny kernel's launcher, or CuPy's product
-        def launch(a, b, out, bias=None):
+        def launch(a, b, bias, out):
             if _capturing_roots or (a.data.ptr & 255, b.data.ptr & 255,
                                     out.data.ptr & 255) != lows or _generation != generation:
                 return matmul(a, b, out, precision, bias, with_bias, activation)

@@ -111,6 +111,11 @@ def remember(cache: dict, key, value, limit: int = SIGNATURES_KEPT) -> None:
     cache[key] = value
 
 
+def result_nbytes(shape: tuple[int, ...], dtype: _dtype.dtype) -> int:
+    """The bytes :func:`empty` allocates for a result (at least one: a block per result)."""
+    return math.prod(shape) * dtype.itemsize or 1
+
+
 def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype) -> Any:
     """A new C-contiguous ``xp`` array for a result on ``device`` (contents undefined): on an
     accelerator, a block of the caching allocator taken on this thread's current stream."""
@@ -123,7 +128,7 @@ def empty(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype) -> A
         stream = _thread.native[index]
     except KeyError:
         stream = _state.current_native_stream(index)
-    nbytes = math.prod(shape) * dtype.itemsize or 1
+    nbytes = math.prod(shape) * dtype.itemsize or 1   # result_nbytes, inlined
     allocation = (_allocators.get(index) or device_allocator(index)).malloc(nbytes, stream)
     return _selection.accelerator.as_array(  # type: ignore[union-attr]
         index, allocation.ptr, nbytes, dtype.numpy, shape, None, allocation)
@@ -170,22 +175,22 @@ def launch_native(device: _device_cls, kernel: Callable[[], None]) -> None:
             watcher(kernel)
 
 
-def call_into_new(device: _device_cls, shape: tuple[int, ...], dtype: _dtype.dtype,
+def call_into_new(device: _device_cls, shape: tuple[int, ...], nbytes: int, numpy_dtype: Any,
                   fn: Callable[..., None], *arrays: Any) -> Any:
     """:func:`empty` and then :func:`launch_native` of ``functools.partial(fn, *arrays, out)``
     in one frame, without making the partial, through the backend's ``launch_call``; returns
-    ``out``. The caller checks that the backend offers it (:func:`launches_by_call`) and that
+    ``out``. ``nbytes`` is :func:`result_nbytes` of the shape and dtype (a caller's plan keeps
+    it). The caller checks that the backend offers it (:func:`launches_by_call`) and that
     ``launch_watchers`` is empty (a watcher is handed the kernel object)."""
     index = device.index
     try:
         stream = _thread.native[index]
     except KeyError:
         stream = _state.current_native_stream(index)
-    nbytes = math.prod(shape) * dtype.itemsize or 1
     allocation = (_allocators.get(index) or device_allocator(index)).malloc(nbytes, stream)
     backend = _selection.accelerator
     out = backend.as_array(  # type: ignore[union-attr]  # as in empty
-        index, allocation.ptr, nbytes, dtype.numpy, shape, None, allocation)
+        index, allocation.ptr, nbytes, numpy_dtype, shape, None, allocation)
     backend.launch_call(stream, fn, *arrays, out)  # type: ignore[union-attr]
     return out
 

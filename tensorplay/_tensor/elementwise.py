@@ -158,7 +158,7 @@ class _Plan:
     __slots__ = ("op", "device", "result", "shape", "compute", "compute_np", "kinds", "limits",
                  "mixed", "ufunc", "kwargs", "fast", "check_divisor", "xp",
                  "formula", "attrs", "scalar_type", "arrays_only", "native", "plain_operands",
-                 "round_to", "out_layout", "launch", "direct", "by_call")
+                 "round_to", "out_layout", "launch", "direct", "by_call", "nbytes")
     # the slots' types (declarations only: no class attribute is made)
     op: str
     device: Device
@@ -187,6 +187,7 @@ class _Plan:
     # _execute_two take without _execute's general cases
     direct: bool
     by_call: bool   # a direct plan whose backend launches by call (_dispatch.call_into_new)
+    nbytes: int     # _dispatch.result_nbytes of a result, once out_layout is known
     #: a plan holds no device memory: its kernels touch only their arguments (Note [write
     #: records] in ``_runtime/writes.py``)
     tp_arguments_only = True
@@ -394,6 +395,7 @@ def _execute(plan: _Plan, operands, out):
             plan.out_layout = layout_of(out)
             plan.direct = plan.fast is not None and plan.arrays_only and not plan.check_divisor
             plan.by_call = plan.direct and _dispatch.launches_by_call(device)
+            plan.nbytes = _dispatch.result_nbytes(plan.shape, plan.result)
         else:
             out._layout = plan.out_layout
     else:
@@ -431,7 +433,8 @@ def _execute_one(plan: _Plan, x) -> Tensor:
         x._check_guard()
     device, dtype = plan.device, plan.result
     if plan.by_call and not _dispatch.launch_watchers:   # no kernel object to make
-        out_array = _dispatch.call_into_new(device, plan.shape, dtype, plan.fast, x._data)
+        out_array = _dispatch.call_into_new(device, plan.shape, plan.nbytes, dtype.numpy,
+                                            plan.fast, x._data)
     else:
         out_array = _dispatch.empty(device, plan.shape, dtype)
         kernel = functools.partial(plan.fast, x._data, out_array)
@@ -458,8 +461,8 @@ def _execute_two(plan: _Plan, a, b) -> Tensor:
         b._check_guard()
     device, dtype = plan.device, plan.result
     if plan.by_call and not _dispatch.launch_watchers:
-        out_array = _dispatch.call_into_new(device, plan.shape, dtype, plan.fast, a._data,
-                                            b._data)
+        out_array = _dispatch.call_into_new(device, plan.shape, plan.nbytes, dtype.numpy,
+                                            plan.fast, a._data, b._data)
     else:
         out_array = _dispatch.empty(device, plan.shape, dtype)
         kernel = functools.partial(plan.fast, a._data, b._data, out_array)

@@ -97,7 +97,7 @@ class _ProductPlan:
     [elementwise plans] in ``elementwise.py``)."""
 
     __slots__ = ("op", "device", "shape", "dtype", "precision", "matmul", "attrs", "launch",
-                 "launcher", "by_call")
+                 "launcher", "by_call", "nbytes")
     # the slots' types (declarations only: no class attribute is made)
     op: str
     device: Device
@@ -111,6 +111,7 @@ class _ProductPlan:
     # first launch asks for it, False when the backend has none
     launcher: Callable[..., Any] | Literal[False] | None
     by_call: bool   # the backend runs a launcher by call (_dispatch.call_into_new)
+    nbytes: int     # _dispatch.result_nbytes of the result
 
 
 _plans: dict = {}
@@ -141,6 +142,7 @@ def _plan_product(op: str, a: Tensor, b: Tensor, shape) -> _ProductPlan:
     plan.launch = _dispatch.launch if plan.device.type == "cpu" else _dispatch.launch_native
     plan.launcher = None
     plan.by_call = _dispatch.launches_by_call(plan.device)
+    plan.nbytes = _dispatch.result_nbytes(plan.shape, plan.dtype)
     return plan
 
 
@@ -177,9 +179,9 @@ def matmul(input, other) -> Tensor:
         device = plan.device   # (_launch_matmul, inlined: every eager product passes here)
         launcher = plan.launcher
         if launcher and plan.by_call and not _dispatch.launch_watchers:
-            return Tensor._make(_dispatch.call_into_new(device, plan.shape, plan.dtype, launcher,
-                                                        input._data, other._data, None),
-                                device, plan.dtype)
+            return Tensor._make(_dispatch.call_into_new(
+                device, plan.shape, plan.nbytes, plan.dtype.numpy, launcher, input._data,
+                other._data, None), device, plan.dtype)
         out = _dispatch.empty(device, plan.shape, plan.dtype)
         kernel = functools.partial(launcher, input._data, other._data, None, out) if launcher \
             else functools.partial(plan.matmul, input._data, other._data, out, plan.precision)
@@ -325,8 +327,8 @@ def fused_matmul(a: Tensor, b: Tensor, bias: Tensor | None, activation: str | No
         launcher = plan.launcher
         if launcher and product.by_call and not _dispatch.launch_watchers:
             result = Tensor._make(_dispatch.call_into_new(
-                product.device, product.shape, product.dtype, launcher, a._data, b._data,
-                bias_data), product.device, product.dtype)
+                product.device, product.shape, product.nbytes, product.dtype.numpy, launcher,
+                a._data, b._data, bias_data), product.device, product.dtype)
             return result if plan.apply is None else plan.apply(result)
         out = _dispatch.empty(product.device, product.shape, product.dtype)
         kernel = functools.partial(launcher, a._data, b._data, bias_data, out) if launcher \

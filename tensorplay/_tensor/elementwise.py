@@ -423,6 +423,16 @@ def _execute(plan: _Plan, operands, out):
     return out
 
 
+def _launch_named(plan: _Plan, *arrays) -> Any:
+    """A direct plan's launch into a new result array as a named kernel object (what launch
+    watchers are handed, and backends without ``launch_call`` run); returns the array. Off the
+    eager hot path on cuda, which launches by call while nothing watches."""
+    out_array = _dispatch.empty(plan.device, plan.shape, plan.result)
+    kernel = functools.partial(plan.fast, *arrays, out_array)
+    plan.launch(plan.device, _dispatch.named(plan.op, kernel, **(plan.attrs or {})))
+    return out_array
+
+
 def _execute_one(plan: _Plan, x) -> Tensor:
     """:func:`_execute` of a one-operand plan into a new result: the eager hot path of the
     one-input ops (softmax, gelu, exp ...). A direct plan (a backend launcher over the operand's
@@ -436,12 +446,7 @@ def _execute_one(plan: _Plan, x) -> Tensor:
         out_array = _dispatch.call_into_new(device, plan.shape, plan.nbytes, dtype.numpy,
                                             plan.fast, x._data)
     else:
-        out_array = _dispatch.empty(device, plan.shape, dtype)
-        kernel = functools.partial(plan.fast, x._data, out_array)
-        kernel.__name__ = plan.op   # type: ignore[attr-defined]   # _dispatch.named, inlined
-        if plan.attrs is not None:
-            kernel.tp_attrs = plan.attrs   # type: ignore[attr-defined]
-        plan.launch(device, kernel)
+        out_array = _launch_named(plan, x._data)
     # Tensor._make(out_array, device, dtype) without its frame (the eager hot path)
     out = _new_object(Tensor)
     out._data, out._device, out._dtype, out._layout = out_array, device, dtype, plan.out_layout
@@ -464,12 +469,7 @@ def _execute_two(plan: _Plan, a, b) -> Tensor:
         out_array = _dispatch.call_into_new(device, plan.shape, plan.nbytes, dtype.numpy,
                                             plan.fast, a._data, b._data)
     else:
-        out_array = _dispatch.empty(device, plan.shape, dtype)
-        kernel = functools.partial(plan.fast, a._data, b._data, out_array)
-        kernel.__name__ = plan.op   # type: ignore[attr-defined]
-        if plan.attrs is not None:
-            kernel.tp_attrs = plan.attrs   # type: ignore[attr-defined]
-        plan.launch(device, kernel)
+        out_array = _launch_named(plan, a._data, b._data)
     out = _new_object(Tensor)
     out._data, out._device, out._dtype, out._layout = out_array, device, dtype, plan.out_layout
     out._guard = out._ag = None

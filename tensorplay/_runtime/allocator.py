@@ -257,11 +257,13 @@ class _Pool:
 class _Segment:
     """One backend allocation; ``head`` starts its address-ordered list of blocks."""
 
-    __slots__ = ("ptr", "size", "pool", "is_small", "stream_key", "head", "used")
+    __slots__ = ("ptr", "size", "pool", "is_small", "stream_key", "head", "used", "log_code")
 
     def __init__(self, ptr: int, size: int, pool: _Pool, is_small: bool, stream_key: Any):
         self.ptr, self.size, self.pool = ptr, size, pool
         self.is_small, self.stream_key = is_small, stream_key
+        # a logged change's first int is this plus its split change (Note [statistics log])
+        self.log_code = 2 if is_small else 10
         self.head: _Block | None = None
         self.used = 0   # bytes of allocated blocks: 0 means wholly free, merged or not
 
@@ -720,7 +722,7 @@ class CachingAllocator:
             split, split_bytes = -free_neighbours, size - segment.size
         requested = block.requested
         block.requested = nbytes
-        code = 2 if segment.is_small else 10
+        code = segment.log_code
         log = self._stat_log
         log.extend((code + split, -size, -requested, split_bytes,
                     code - split, size, nbytes, -split_bytes))
@@ -747,7 +749,7 @@ class CachingAllocator:
         block.requested = nbytes
         # the eager hot path: logged, folded later (Note [statistics log])
         log = self._stat_log
-        log.extend((split + (2 if segment.is_small else 10), size, nbytes, split_bytes))
+        log.extend((split + segment.log_code, size, nbytes, split_bytes))
         if len(log) >= _LOG_FOLD:
             self._fold_stats()
 
@@ -787,7 +789,7 @@ class CachingAllocator:
                 self._dead_dirty = True
         # the eager hot path: logged, folded later (Note [statistics log])
         log = self._stat_log
-        log.extend((split + (2 if segment.is_small else 10), -size, -requested, split_bytes))
+        log.extend((split + segment.log_code, -size, -requested, split_bytes))
         if len(log) >= _LOG_FOLD:
             self._fold_stats()
 

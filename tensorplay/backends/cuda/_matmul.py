@@ -445,7 +445,7 @@ def _direct_key(a, b, out, pa: int, pb: int, pc: int, device: int, precision: st
 
 def launcher(a, b, out, bias=None, activation: str | None = None,
              precision: str = "highest"):
-    """A launcher ``fn(a, b, out, bias=None)`` of the product :func:`matmul` (``bias`` given:
+    """A launcher ``fn(a, b, bias, out)`` of the product :func:`matmul` (``bias`` given:
     :func:`matmul_epilogue` with ``activation``) just ran on these arrays, for arrays laid out
     as these (shapes, strides, dtypes, device): it calls what was kept for them (one cuBLASLt
     call or a skinny kernel) without building the signature's key again. None when nothing

@@ -1,4 +1,5 @@
-"""Where the host time of the eager table's softmax and 64 x 64 products goes, layer by layer
+"""Where the host time of the eager table's softmax, 64 x 64 products, layer_norm and
+masked_fill goes, layer by layer
 (cuda only): the bare launch, the backend hook on its kept path with a ready output, a
 result's allocation and free, the tensor op, and CuPy's and torch's same calls beside them.
 Each row: host us per call (clock stopped before the sync) and total us per call (after it:
@@ -11,7 +12,7 @@ import numpy as np
 import tensorplay as tp
 from tensorplay._runtime import dispatch
 from tensorplay._tensor.tensor import Tensor
-from tensorplay.backends.cuda import _activations, _matmul
+from tensorplay.backends.cuda import _activations, _matmul, _rows
 from tensorplay.bench.timing import timed_loops
 
 CALLS = 300
@@ -86,6 +87,12 @@ def main() -> None:
         row("cublasLtMatmul through nvmath's binding, no workspace", raw)
         row("_matmul._run(plan, ...)", lambda: _matmul._run(plan, 0, pb, pa, pc, None))
     row("hook _matmul.matmul(a, w, out)", lambda: _matmul.matmul(a._data, w._data, out))
+    launch = _matmul.launcher(a._data, w._data, out)
+    if launch is not None:
+        row("launcher's launch(a, w, None, out)", lambda: launch(a._data, w._data, None, out))
+        row("dispatch.call_into_new(launch, a, w, None)",
+            lambda: dispatch.call_into_new(dev, (64, 64), 64 * 64 * 4, np.float32, launch,
+                                           a._data, w._data, None))
     row("tp a @ w", lambda: a @ w)
     row("cupy a @ w", lambda: ca @ cw)
     row("cupy.matmul(a, w, out=out)", lambda: cupy.matmul(ca, cw, out=out))
@@ -101,6 +108,22 @@ def main() -> None:
     row("tp.nn.functional.linear(a, w.T, v)", lambda: tp.nn.functional.linear(a, w.T, v))
     if torch is not None:
         row("torch.addmm(v, a, w)", lambda: torch.addmm(tv, ta, tw))
+    print("layer_norm(a, (64,), ones, zeros) (64 x 64 float32)")
+    ones, zeros = tp.ones(64, device=dev), tp.zeros(64, device=dev)
+    row("hook _rows.layer_norm(x, w, b, out, 1e-5)",
+        lambda: _rows.layer_norm(a._data, ones._data, zeros._data, out, 1e-5))
+    row("tp.nn.functional.layer_norm(a, (64,), ones, zeros)",
+        lambda: tp.nn.functional.layer_norm(a, (64,), ones, zeros))
+    if torch is not None:
+        tones, tzeros = torch.ones(64, device="cuda"), torch.zeros(64, device="cuda")
+        row("torch layer_norm(a, (64,), ones, zeros)",
+            lambda: torch.nn.functional.layer_norm(ta, (64,), tones, tzeros))
+    print("a.masked_fill(m, 0) (64 x 64 float32)")
+    m = a > 0
+    row("tp a.masked_fill(m, 0)", lambda: a.masked_fill(m, 0))
+    if torch is not None:
+        tm = ta > 0
+        row("torch a.masked_fill(m, 0)", lambda: ta.masked_fill(tm, 0))
     print(f"  kept products now: {len(_matmul._direct)}: "
           f"{[type(p).__name__ for p in _matmul._direct.values()]}; workspaces "
           f"{[p.workspace for p in _matmul._direct.values() if p.__class__ is _matmul._Plan]}")

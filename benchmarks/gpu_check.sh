@@ -8,6 +8,7 @@
 # skinny: the matmul/compile/nn tests on cuda and the MLP device probe
 # devprobe: the MLP's device time per piece, the eager-op probe and the MLP profile
 # probe: the control-flow and eager probes (where the per-step and per-op host time goes)
+# tables: the eager table twice and the layer-by-layer probe, then verify
 # verify: the conformance suite in four processes (tests/torch_differential, the checks against
 #   torch, among them)
 # launch: the eager probe, the bench's eager table, the MLP device probe and profile on a quiet
@@ -107,6 +108,18 @@ if [ "$what" = launch ]; then
   rm -f "$OUT/pip_nvmath.log"
   tar -C "$OUT" -czf "$OUT/probes_h200.tar.gz" eager_probe.txt mlp_device_probe.txt profile_mlp.txt \
     && rm -f "$OUT/eager_probe.txt" "$OUT/mlp_device_probe.txt" "$OUT/profile_mlp.txt"
+fi
+if [ "$what" = tables ]; then
+  # the eager table TP_RUNS times (default 2: is a row's change noise?), the layer-by-layer
+  # probe of its slow rows, then what 'verify' runs
+  for r in $(seq 1 ${TP_RUNS:-2}); do
+    timeout 120 python3 -m tensorplay bench --eager-only --eager-calls 300 \
+      --json "$OUT/bench_eager_$r.json" > "$OUT/bench_eager_$r.txt" 2>&1
+    tail -17 "$OUT/bench_eager_$r.txt" | head -16 | cut -c1-110
+  done
+  timeout 150 python3 benchmarks/eager_layers_probe.py > "$OUT/eager_layers_probe.txt" 2>&1
+  cat "$OUT/eager_layers_probe.txt"
+  what=verify; TP_TAR=1
 fi
 if [ "$what" = verify ] || [ "$what" = launch ]; then
   # The conformance suite, the differential tests against torch among it, runs in six pytest

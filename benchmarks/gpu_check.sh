@@ -8,7 +8,8 @@
 # skinny: the matmul/compile/nn tests on cuda and the MLP device probe
 # devprobe: the MLP's device time per piece, the eager-op probe and the MLP profile
 # probe: the control-flow and eager probes (where the per-step and per-op host time goes)
-# tables: the eager table twice and the layer-by-layer probe, then verify
+# tables: the given tests, the eager table twice (before/after with .baseline/), the layer
+#   and small-product probes; TP_VERIFY=1: then verify
 # verify: the conformance suite in four processes (tests/torch_differential, the checks against
 #   torch, among them)
 # launch: the eager probe, the bench's eager table, the MLP device probe and profile on a quiet
@@ -110,16 +111,28 @@ if [ "$what" = launch ]; then
     && rm -f "$OUT/eager_probe.txt" "$OUT/mlp_device_probe.txt" "$OUT/profile_mlp.txt"
 fi
 if [ "$what" = tables ]; then
-  # the eager table TP_RUNS times (default 2: is a row's change noise?), the layer-by-layer
-  # probe of its slow rows, then what 'verify' runs
+  # the given tests (TP_TESTS), then the eager table TP_RUNS times (default 2: is a row's
+  # change noise?), each time first at the tree in .baseline/ when there is one (carried: `git
+  # archive REV tensorplay | tar -x -C .baseline`), then the layer-by-layer probe of its slow
+  # rows and the small-product probe; with TP_VERIFY=1 then what 'verify' runs
+  given_tests tables_tests_cuda.log
   for r in $(seq 1 ${TP_RUNS:-2}); do
+    if [ -d .baseline/tensorplay ]; then
+      PYTHONPATH="$PWD/.baseline:/tmp/tp_site" timeout 120 python3 -m tensorplay bench \
+        --eager-only --eager-calls 300 --json "$OUT/bench_eager_before_$r.json" \
+        > "$OUT/bench_eager_before_$r.txt" 2>&1
+      tail -17 "$OUT/bench_eager_before_$r.txt" | head -16 | cut -c1-110
+    fi
     timeout 120 python3 -m tensorplay bench --eager-only --eager-calls 300 \
       --json "$OUT/bench_eager_$r.json" > "$OUT/bench_eager_$r.txt" 2>&1
     tail -17 "$OUT/bench_eager_$r.txt" | head -16 | cut -c1-110
   done
   timeout 150 python3 benchmarks/eager_layers_probe.py > "$OUT/eager_layers_probe.txt" 2>&1
   cat "$OUT/eager_layers_probe.txt"
-  what=verify; TP_TAR=1
+  timeout 200 python3 benchmarks/small_matmul_probe.py > "$OUT/small_matmul_probe.txt" 2>&1
+  cat "$OUT/small_matmul_probe.txt"
+  TP_TAR=1
+  [ -n "${TP_VERIFY:-}" ] && what=verify
 fi
 if [ "$what" = verify ] || [ "$what" = launch ]; then
   # The conformance suite, the differential tests against torch among it, runs in six pytest

@@ -374,8 +374,21 @@ def _weak_scalar_limits(kind, compute: _dtype.dtype):
 
 def _execute(plan: _Plan, operands, out):
     """Launch ``plan`` over these operand values (Note [elementwise plans])."""
-    if _rewrite.active is not None and out is None:   # Note [fusion rewrite]
-        return _rewrite.active.run(plan, operands, lambda: _execute(plan, operands, None))
+    if out is None:
+        if _rewrite.active is not None:   # Note [fusion rewrite]
+            return _rewrite.active.run(plan, operands, lambda: _execute(plan, operands, None))
+        if plan.by_call and not _dispatch.launch_watchers:
+            # a direct plan of three or more operands (layer_norm, where): _execute_two's path
+            arrays = []
+            for value in operands:
+                if value._guard is not None:
+                    value._check_guard()
+                arrays.append(value._data)
+            out = Tensor._make(_dispatch.call_into_new(
+                plan.device, plan.shape, plan.nbytes, plan.result.numpy, plan.fast, *arrays),
+                plan.device, plan.result)
+            out._layout = plan.out_layout
+            return out
     device = plan.device
     values = []
     if plan.arrays_only:   # the common case: tensors on the op's device

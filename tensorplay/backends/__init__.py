@@ -354,6 +354,13 @@ class OptionalHooks(Protocol):
         ``out`` (``weight``/``bias``: 1-D arrays of that length and ``x``'s dtype, or None).
         Fallback: one formula kernel of ``xp`` calls (``_tensor/normalization.py``)."""
 
+    def layer_norm_launcher(self, x: Any, weight: Any, bias: Any, eps: float) -> Callable | None:
+        """A launcher ``fn(x, weight, bias, out)`` doing what ``layer_norm(x, weight, bias, out,
+        eps)`` does for arrays laid out as these (shapes, strides, dtypes, device), cheaper per
+        call, or None for a layout it has none for. It touches only its arguments and has
+        ``tp_arguments_only``. Pitfall: it may not check the layout of what it is given.
+        Fallback: ``layer_norm`` with ``eps`` bound."""
+
     def attention(self, q: Any, k: Any, v: Any, mask: Any, out: Any, scale: float,
                   causal: bool) -> bool:
         """Scaled dot-product attention of ``q`` ``(B, H, L, D)`` against ``k``/``v`` ``(B,

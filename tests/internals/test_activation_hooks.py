@@ -104,6 +104,45 @@ def test_softmax_keeps_the_launcher_the_backend_gives_for_the_layout(calls, monk
     assert calls == [("launcher", (2, 3))] * 3 + [(name, 1, (2, 5))] * 2
 
 
+def test_layer_norm_keeps_the_launcher_the_backend_gives_for_the_layout(monkeypatch):
+    """A kept layer_norm plan with weight and bias launches through ``layer_norm_launcher``'s
+    launcher for its layout and eps, made once per plan; without a bias, or where the backend
+    has no launcher for a layout (None), the plain ``layer_norm`` hook runs."""
+    from tensorplay._tensor import normalization
+
+    backend = _dispatch.backend_of(tp.device(_dev(), 0))
+    seen, made = [], []
+
+    def layer_norm(x, weight, bias, out, eps):
+        seen.append(("hook", out.shape, eps))
+        out[...] = 1
+
+    def layer_norm_launcher(x, weight, bias, eps):
+        made.append((x.shape, eps))
+        if x.shape[-1] == 5:
+            return None
+
+        def launch(x_array, w_array, b_array, out_array):
+            seen.append(("launcher", out_array.shape, eps))
+            out_array[...] = 2
+        return launch
+
+    monkeypatch.setattr(backend, "layer_norm", layer_norm, raising=False)
+    monkeypatch.setattr(backend, "layer_norm_launcher", layer_norm_launcher, raising=False)
+    monkeypatch.setattr(normalization, "_layer_norm_plans", {})
+    F = tp.nn.functional
+    x, wide = tp.ones(2, 3, device=_dev()), tp.ones(2, 5, device=_dev())
+    w3, w5 = tp.ones(3, device=_dev()), tp.ones(5, device=_dev())
+    for _ in range(2):
+        assert F.layer_norm(x, (3,), w3, w3).tolist() == [[2.0] * 3] * 2
+        assert F.layer_norm(x, (3,), w3, w3, eps=0.5).tolist() == [[2.0] * 3] * 2
+        assert F.layer_norm(x, (3,), w3).tolist() == [[1.0] * 3] * 2
+        assert F.layer_norm(wide, (5,), w5, w5).tolist() == [[1.0] * 5] * 2
+    assert made == [((2, 3), 1e-5), ((2, 3), 0.5), ((2, 5), 1e-5)]
+    assert seen == [("launcher", (2, 3), 1e-5), ("launcher", (2, 3), 0.5),
+                    ("hook", (2, 3), 1e-5), ("hook", (2, 5), 1e-5)] * 2
+
+
 #: what the ``filling`` fixture's kernels write, per op (others: 6)
 FILLS = {"exp": 3, "add": 4, "gelu": 5}
 
@@ -129,20 +168,22 @@ def filling(monkeypatch):
 
 
 def test_direct_plans_launch_the_backend_kernel_and_check_guards(filling):
-    """A plan whose kernel is the backend's launcher over arrays only (exp, a + b, gelu)
-    launches it alone from its second call on (``_execute_one`` / ``_execute_two``), and still
-    refuses a stale compiled output."""
+    """A plan whose kernel is the backend's launcher over arrays only (exp, a + b, gelu,
+    where) launches it alone from its second call on (``_execute_one`` / ``_execute_two`` /
+    ``_execute``), and still refuses a stale compiled output."""
     x, y = tp.ones(2, 3, device=_dev()), tp.ones(2, 3, device=_dev())
+    m = tp.ones(2, 3, dtype=tp.bool, device=_dev())
     for _ in range(3):
         assert x.exp().tolist() == [[3.0] * 3] * 2
         assert (x + y).tolist() == [[4.0] * 3] * 2
         assert tp.gelu(x).tolist() == [[5.0] * 3] * 2
-    assert filling == [("exp", 2), ("add", 3), ("gelu", 2)] * 3
+        assert tp.where(m, x, y).tolist() == [[6.0] * 3] * 2
+    assert filling == [("exp", 2), ("add", 3), ("gelu", 2), ("where", 4)] * 3
     compiled = tp.compile(lambda t: t * 2)
     compiled(x)
     stale = compiled(x)
     compiled(y)   # overwrites ``stale``
-    for call in (lambda t: t.exp(), lambda t: t + y, tp.gelu):
+    for call in (lambda t: t.exp(), lambda t: t + y, tp.gelu, lambda t: tp.where(m, x, t)):
         with pytest.raises(RuntimeError, match="overwritten by a later call"):
             call(stale)
 
@@ -160,15 +201,17 @@ def test_direct_plans_launch_by_call_where_the_backend_offers_it(filling, monkey
 
     monkeypatch.setattr(backend, "launch_call", launch_call, raising=False)
     x, y = tp.ones(2, 3, device=_dev()), tp.ones(2, 3, device=_dev())
+    m = tp.ones(2, 3, dtype=tp.bool, device=_dev())
     for _ in range(3):
         assert x.exp().tolist() == [[3.0] * 3] * 2
         assert (x + y).tolist() == [[4.0] * 3] * 2
-    assert by_call == [2, 3] * 2   # the first call of each plans it
+        assert tp.where(m, x, y).tolist() == [[6.0] * 3] * 2
+    assert by_call == [2, 3, 4] * 2   # the first call of each plans it
     graph = tp.accelerator.Graph()
     with graph:
-        out = x.exp() + y
+        out = tp.where(m, x.exp(), y) + y
     graph.replay()
-    assert out.tolist() == [[4.0] * 3] * 2 and by_call == [2, 3] * 2
+    assert out.tolist() == [[4.0] * 3] * 2 and by_call == [2, 3, 4] * 2
 
 
 def test_integer_input_and_0d_softmax_compose_the_formula(calls):

@@ -15,7 +15,7 @@ _BACKEND = cuda_backend_or_skip("the cuda backend's matmul")
 import cupy  # noqa: E402
 import ml_dtypes  # noqa: E402
 
-from tensorplay.backends.cuda import _matmul, _skinny  # noqa: E402
+from tensorplay.backends.cuda import _matmul, _skinny, _small  # noqa: E402
 
 HALF = {np.float16: np.float16, "bfloat16": ml_dtypes.bfloat16}
 
@@ -127,11 +127,12 @@ def test_products_inside_a_raw_capture_replay(dtype):
     np.testing.assert_allclose(out.get(), ha @ hb, rtol=tol, atol=tol)
 
 
-@pytest.mark.parametrize("shape", [(64, 64, 64), (1, 768, 96)], ids=["cublaslt", "skinny"])
+@pytest.mark.parametrize("shape", [(128, 128, 128), (64, 64, 64), (1, 768, 96)],
+                         ids=["cublaslt", "small", "skinny"])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_a_launcher_repeats_the_kept_product_for_arrays_laid_out_alike(monkeypatch, shape,
                                                                        with_bias):
-    """``launcher`` keeps what the product ran (one cuBLASLt call, or a skinny kernel) for
+    """``launcher`` keeps what the product ran (one cuBLASLt call, a small or skinny kernel) for
     arrays laid out alike; another alignment, or kept plans forgotten since, take matmul."""
     m, k, n = shape
     a, b = cupy.asarray(_host((m, k), np.float32)), cupy.asarray(_host((k, n), np.float32, 1))
@@ -178,6 +179,7 @@ def test_without_nvmath_eager_products_and_epilogues_go_through_cupy(monkeypatch
     # computed in float32 (cuBLAS through CuPy has none), bias and activation as kernels
     monkeypatch.setattr(_matmul, "_lt", None)
     monkeypatch.setattr(_matmul, "_direct", {})   # no cached cuBLASLt plan may answer
+    monkeypatch.setattr(_small, "plan", lambda *args: None)   # (products this small)
     ha, hb, hbias = _host((16, 64), dtype), _host((64, 24), dtype, 1), _host((24,), dtype, 2)
     wide = ha.astype(np.float64) @ hb.astype(np.float64)
     tol = 1e-4 if dtype in (np.float32, np.float64) else 5e-2
@@ -454,3 +456,104 @@ def test_half_skinny_products_inside_a_raw_capture_replay(dtype):
     _close(fc, _want(x, w_fc, b_fc, "gelu_tanh"), dtype)
     _close(proj, _want(hidden, w_proj, b_proj, None, residual), dtype)
     _close(logits, _want(x, wte), dtype)
+
+
+# -- small products (_small.py) ------------------------------------------------------------------
+_SMALL_DTYPES = [np.float16, ml_dtypes.bfloat16, np.float32, np.float64]
+
+
+def _small_tolerance(dtype) -> float:
+    return {np.dtype(np.float32): 1e-5, np.dtype(np.float64): 1e-12}.get(
+        np.dtype(dtype)) or _half_tolerance(dtype)
+
+
+def _small_close(out, want, dtype):
+    tol = _small_tolerance(dtype)
+    np.testing.assert_allclose(out.get().astype(np.float64), want, rtol=tol, atol=tol)
+
+
+def _kept_small() -> bool:
+    return bool(_matmul._direct) and all(getattr(kept, "__module__", "").endswith("._small")
+               for kept in _matmul._direct.values())
+
+
+@pytest.mark.parametrize("dtype", _SMALL_DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("form", ["nn", "nt"])
+@pytest.mark.parametrize("shape", [(9, 7, 13), (64, 64, 64), (17, 256, 60), (40, 1, 5)])
+def test_small_products_take_one_kernel_with_bias_activation_or_residual(monkeypatch, dtype,
+                                                                         form, shape):
+    """Products of small matrices (past the skinny kernels' 8 rows) are one tiled kernel with
+    any strides, the bias, an activation or a residual applied before the store, for every
+    float dtype, right at tile edges; a second call takes the kept launcher."""
+    monkeypatch.setattr(_matmul, "_direct", {})   # what this test's products keep, alone
+    m, k, n = shape
+    x = cupy.asarray(_scaled((m, k), dtype, 1, k))
+    w = _weight(form, k, n, dtype, 2)
+    out = cupy.empty((m, n), dtype)
+    assert _small.plan(x, w, out, False, None) is not None
+    for seed in (3, 4):
+        bias = cupy.asarray(_host((n,), dtype, seed))
+        for activation in sorted(_ACTIVATIONS, key=str):
+            _poison(out)
+            _BACKEND.matmul_epilogue(x, w, out, bias, activation)
+            _small_close(out, _want(x, w, bias, activation), dtype)
+        residual = cupy.asarray(_host((m, n), dtype, seed + 10))
+        _poison(out)
+        _BACKEND.matmul_residual(x, w, out, bias, residual)
+        _small_close(out, _want(x, w, bias, None, residual), dtype)
+        _poison(out)
+        _BACKEND.matmul(x, w, out)
+        _small_close(out, _want(x, w), dtype)
+    assert _kept_small()
+
+
+def test_products_past_the_small_limits_are_still_right():
+    """Past MAX_K or MAX_MULTIPLY_ADDS, with batch dimensions, negative strides or mixed
+    dtypes the small kernel takes nothing; the products still come out right."""
+    dtype = np.float32
+    cases = [(64, _small.MAX_K + 4, 16), (128, 128, 32), (9, 64, 64)]
+    for m, k, n in cases:
+        x, w = cupy.asarray(_scaled((m, k), dtype, 1, k)), _weight("nn", k, n, dtype, 2)
+        out = cupy.empty((m, n), dtype)
+        taken = m * n * k <= _small.MAX_MULTIPLY_ADDS and k <= _small.MAX_K
+        assert (_small.plan(x, w, out, False, None) is not None) == taken
+        _BACKEND.matmul(x, w, out)
+        _small_close(out, _want(x, w), dtype)
+    x = cupy.asarray(_scaled((16, 32), dtype, 3, 32))
+    w = cupy.asarray(_scaled((32, 24), dtype, 4, 32))
+    out = cupy.empty((16, 24), dtype)
+    assert _small.plan(x[::-1], w, out, False, None) is None           # negative stride
+    assert _small.plan(x, w.astype(np.float64), out, False, None) is None
+    assert _small.plan(x, w, out.T.copy().T, False, None) is None      # an F-ordered out
+    assert _small.plan(x.astype(np.complex64), w.astype(np.complex64),
+                       out.astype(np.complex64), False, None) is None
+    assert _small.plan(x, w, out, False, "gelu", True) is None         # residual + activation
+    batched = cupy.asarray(_scaled((3, 16, 32), dtype, 5, 32))
+    got = _BACKEND.matmul(batched, cupy.stack([w] * 3))
+    np.testing.assert_allclose(got.get(), batched.get() @ w.get(), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, ml_dtypes.bfloat16])
+def test_small_products_inside_a_raw_capture_give_the_eager_bits(dtype):
+    """The small kernel runs eagerly and inside captures alike: a replay writes exactly what
+    the eager call wrote."""
+    hx = _scaled((48, 64), dtype, 1, 64)
+    x = cupy.zeros((48, 64), dtype)
+    w = _weight("nt", 64, 40, dtype, 2)
+    bias = cupy.asarray(_host((40,), dtype, 3))
+    out = cupy.empty((48, 40), dtype)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        _BACKEND.matmul_epilogue(x, w, out, bias, "gelu_tanh")   # compiled outside the capture
+        stream.begin_capture()
+        _BACKEND.matmul_epilogue(x, w, out, bias, "gelu_tanh")
+        graph = stream.end_capture()
+    x.set(hx)
+    eager = cupy.empty_like(out)
+    _BACKEND.matmul_epilogue(x, w, eager, bias, "gelu_tanh")
+    cupy.cuda.Device().synchronize()
+    _poison(out)
+    graph.launch(stream)
+    stream.synchronize()
+    assert (out.view(np.uint8) == eager.view(np.uint8)).all()
+    _small_close(out, _want(x, w, bias, "gelu_tanh"), dtype)

@@ -340,6 +340,69 @@ def test_gpu_layer_norm_off_16_byte_boundaries(cuda, dtype, length):
     _close(cuda.asnumpy(out).astype(F64), want, dtype, scale=10.0)
 
 
+@pytest.mark.parametrize("length", [7, 768, 4096, 50257])
+@pytest.mark.parametrize("dtype", FLOATS, ids=lambda d: d.name)
+def test_gpu_layer_norm_launcher_matches_the_hook(cuda, dtype, length):
+    """The launcher ``layer_norm_launcher`` makes for a layout writes what ``layer_norm``
+    writes, at a 16-byte boundary and off one (the hook's scalar kernel takes that), and two
+    launchers of one kernel with different eps each keep their own."""
+    from tensorplay.backends.cuda import _rows
+
+    rows = 3
+    flat = cuda.asarray((_data(rows * length + 8, seed=7) - 2.0).astype(dtype))
+    params = cuda.asarray(_data(2 * length + 16, seed=8).astype(dtype))
+    out_flat = cuda.zeros(rows * length + 8, dtype)
+    aligned = flat[:rows * length].reshape(rows, length)
+    launches = {eps: _rows.layer_norm_launcher(aligned, params[:length],
+                                               params[length:2 * length], eps)
+                for eps in (1e-5, 0.5)}
+    if not src.row_plan(length, dtype, not length * dtype.itemsize % 16):
+        assert set(launches.values()) == {None}   # longer than registers hold
+        return
+    for offset in (0, 1, 8):
+        x = flat[offset:offset + rows * length].reshape(rows, length)
+        w, b = params[offset:offset + length], params[offset + length:offset + 2 * length]
+        out = out_flat[offset:offset + rows * length].reshape(rows, length)
+        for eps, launch in launches.items():
+            out[...] = 0
+            launch(x, w, b, out)
+            want = _layer_norm_ref(*(cuda.asnumpy(a).astype(F64) for a in (x, w, b)), eps)
+            _close(cuda.asnumpy(out).astype(F64), want, dtype, scale=10.0)
+
+
+def test_gpu_layer_norm_launcher_is_none_for_layouts_its_kernel_does_not_take(cuda):
+    from tensorplay.backends.cuda import _rows
+
+    x, w = cuda.zeros((4, 6), np.float32), cuda.ones(6, np.float32)
+    assert _rows.layer_norm_launcher(x, w, w, 1e-5) is not None
+    assert _rows.layer_norm_launcher(x, None, w, 1e-5) is None                # no weight
+    assert _rows.layer_norm_launcher(x, w, None, 1e-5) is None                # no bias
+    assert _rows.layer_norm_launcher(x.T, w[:4], w[:4], 1e-5) is None         # strided
+    assert _rows.layer_norm_launcher(x, w.astype(np.float64), w, 1e-5) is None   # dtypes
+    assert _rows.layer_norm_launcher(x, w[:5], w, 1e-5) is None               # lengths
+    assert _rows.layer_norm_launcher(x.astype(np.int32), w, w, 1e-5) is None
+
+
+def test_gpu_layer_norm_keeps_the_eps_of_each_call_on_one_layout(cuda):
+    """Warm calls of the tensor op on one layout, eps alternating (two kept plans, one kernel
+    with one argument buffer), and a view off a 16-byte boundary of the same shape."""
+    values = _data((4, 64), seed=9)
+    x, stored = _on_gpu(values, F32)
+    w, w_stored = _on_gpu(_data(64, seed=10), F32)
+    b, b_stored = _on_gpu(_data(64, seed=11), F32)
+    for _ in range(3):
+        for eps in (1e-5, 2.0):
+            got = tp.nn.functional.layer_norm(x, (64,), w, b, eps=eps).double().cpu().numpy()
+            np.testing.assert_allclose(got, _layer_norm_ref(stored, w_stored, b_stored, eps),
+                                       rtol=1e-5, atol=1e-5)
+    flat, flat_stored = _on_gpu(_data(257, seed=12), F32)
+    view = flat[1:].reshape(4, 64)   # contiguous, 4 bytes off the boundary
+    assert view.is_contiguous()
+    got = tp.nn.functional.layer_norm(view, (64,), w, b).double().cpu().numpy()
+    want = _layer_norm_ref(flat_stored[1:].reshape(4, 64), w_stored, b_stored, 1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_gpu_layer_norm_keeps_the_variance_of_an_offset_row(cuda):
     """The variance of the centred values: a large common offset does not cancel it away."""
     values = 1e4 + _data((16, 1024), seed=6) * 1e-2

@@ -626,6 +626,11 @@ class CudaBackend:
         :func:`._rows.layer_norm`."""
         _rows.layer_norm(x, weight, bias, out, eps)
 
+    def layer_norm_launcher(self, x, weight, bias, eps: float):
+        """A launcher ``fn(x, weight, bias, out)`` for arrays laid out as these, or None:
+        :func:`._rows.layer_norm_launcher`."""
+        return _rows.layer_norm_launcher(x, weight, bias, eps)
+
     def attention(self, q, k, v, mask, out, scale: float, causal: bool) -> bool:
         """Scaled dot-product attention in one raw kernel (two when the keys of few query rows
         are split; the tiled kernel for many rows and heads up to 128 wide):

@@ -23,7 +23,10 @@ with a batched left one whose rows are uniformly strided folds the batch into th
 Products of at most 8 rows (a small batch through a layer, a decode step's token) of float32,
 float16 or bfloat16 skip cuBLASLt where ``_skinny.plan`` takes their layout: one kernel of
 ``_skinny.py`` computes them with the bias and activation, or the bias and a residual, where
-cuBLASLt is latency (and, for half weights, a fraction of the memory's bandwidth).
+cuBLASLt is latency (and, for half weights, a fraction of the memory's bandwidth). Other small
+products (at most ``_small.MAX_MULTIPLY_ADDS`` multiply-adds, float16 to float64) are one tiled
+kernel of ``_small.py``: a prepacked launch costs the host less than half of what a
+``cublasLtMatmul`` call does, and such a product's arithmetic is under a microsecond.
 
 Without nvmath-python (:data:`ENGINE` says which path is used): ``cupy.matmul`` (cuBLAS) eagerly,
 and a clear ``RuntimeError`` while capturing. Integer and bool products use ``cupy.matmul``
@@ -43,7 +46,7 @@ import numpy as np
 
 from cuda.bindings import runtime
 
-from . import _elementwise, _skinny
+from . import _elementwise, _skinny, _small
 from ._graphs import _roots as _capturing_roots   # non-empty while a capture is open
 from ._runtime import is_capturing, relaxed_capture_mode
 
@@ -382,9 +385,10 @@ def matmul(a, b, out=None, precision: str = "highest", bias=None, with_bias: boo
         rows = _fold_rows(a2)
         if rows is not None:   # one GEMM: the batch folds into a's rows
             a2, batch_shape, result = rows, (), result.reshape(-1, n)
-    launch = _skinny.plan(a2, b2, result, with_bias, activation, residual is not None) \
+    launch = (_skinny.plan(a2, b2, result, with_bias, activation, residual is not None)
+              or _small.plan(a2, b2, result, with_bias, activation, residual is not None)) \
         if not batch_shape and result.dtype == dtype else None
-    if launch is not None:   # a few rows: one kernel of _skinny.py, epilogue included
+    if launch is not None:   # a few rows or a small product: one kernel, epilogue included
         if residual is None:
             launch(a2, b2, bias, result)
         else:                # result is out, which has the residual's shape and layout
@@ -424,11 +428,11 @@ def matmul_epilogue(a, b, out, bias, activation: str | None, precision: str = "h
 
 def matmul_residual(a, b, out, bias, residual, precision: str = "highest"):
     """``out[...] = a @ b + bias + residual`` (``bias`` None: none) in one kernel: a skinny
-    product's (``_skinny.py``, a few rows) or one cuBLASLt call (the residual its C input with
-    beta = 1, the bias its BIAS epilogue). ``residual`` a C-contiguous array of ``out``'s shape
-    and dtype (it may be ``out`` itself), ``out`` C-contiguous; otherwise, or where neither
-    takes the product (other dtypes, no nvmath-python), the product, then the adds as kernels
-    of their own."""
+    product's (``_skinny.py``, a few rows), a small one's (``_small.py``) or one cuBLASLt call
+    (the residual its C input with beta = 1, the bias its BIAS epilogue). ``residual`` a
+    C-contiguous array of ``out``'s shape and dtype (it may be ``out`` itself), ``out``
+    C-contiguous; otherwise, or where none takes the product (other dtypes, no nvmath-python),
+    the product, then the adds as kernels of their own."""
     return matmul(a, b, out, precision, bias, bias is not None, None, residual)
 
 

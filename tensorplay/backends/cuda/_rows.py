@@ -24,7 +24,7 @@ from . import _elementwise_source as _source
 from . import _kernels as _kernel_cache
 from ._launch import PackedLaunch, thread_ident
 
-__all__ = ["layer_norm", "LAYER_NORM_DTYPES"]
+__all__ = ["layer_norm", "layer_norm_launcher", "LAYER_NORM_DTYPES"]
 
 _BF16 = np.dtype("bfloat16")   # registered by ml_dtypes, which tensorplay imports first
 _F32 = np.dtype(np.float32)
@@ -237,3 +237,53 @@ def layer_norm(x, weight, bias, out, eps: float) -> None:
     packed(blocks, threads, found[1])
     if signature is not None:
         _kernel_cache.remember(_launches, signature, (packed, blocks, threads, length, rows))
+
+
+def layer_norm_launcher(x, weight, bias, eps: float):
+    """A launcher ``fn(x, weight, bias, out)`` of :func:`layer_norm` with ``eps`` for arrays
+    laid out as these (``x`` C-contiguous, its rows fitting in registers; ``weight`` and
+    ``bias`` 1-D of its last dimension's length and dtype, C-contiguous; ``out`` as ``x``), or
+    None for other layouts or a missing weight or bias.
+
+    The launcher writes the four addresses and launches the kernel chosen here: nothing of the
+    signature is looked at again, which makes it cheaper per call than :func:`layer_norm` (a
+    transformer layer norms twice per layer per step). Where the layout allows 16-byte loads,
+    an address off a 16-byte boundary takes :func:`layer_norm`, which picks the scalar kernel.
+    Pitfall: arrays of another layout give wrong results; the caller keeps one launcher per
+    layout (``_tensor``'s layer_norm plan).
+    """
+    if type(x) is not cupy.ndarray or x.dtype not in LAYER_NORM_DTYPES or x.ndim == 0 or \
+            x.size == 0 or not x.flags.c_contiguous:
+        return None
+    dtype, length = x.dtype, x.shape[-1]
+    for param in (weight, bias):
+        if type(param) is not cupy.ndarray or param.dtype != dtype or \
+                param.shape != (length,) or not param.flags.c_contiguous:
+            return None
+    vectorizable = not (length * dtype.itemsize) % _source.VECTOR_BYTES
+    plan = _source.row_plan(length, dtype, vectorizable)
+    if not plan:
+        return None
+    packed = _layer_norm_rows_kernel(dtype, plan)
+    key = ("layer_norm-rows", dtype) + plan[:3]
+    device = x.data.device_id
+    if not _kernel_cache.is_warm(key, device):
+        _kernel_cache.warm(key, device, lambda: packed.kernel.kernel)
+    rows = x.size // length
+    blocks, threads = _source.row_grid(plan, rows)
+    buffers, buffer, ident = packed.buffers, packed.buffer, thread_ident
+    misaligned = _source.VECTOR_BYTES - 1 if vectorizable else 0
+
+    def launch(x, weight, bias, out) -> None:
+        x_ptr, w_ptr, b_ptr, y_ptr = x.data.ptr, weight.data.ptr, bias.data.ptr, out.data.ptr
+        if (x_ptr | w_ptr | b_ptr | y_ptr) & misaligned:
+            layer_norm(x, weight, bias, out, eps)
+            return
+        found = buffers.get(ident()) or buffer()
+        values = found[0]
+        values[0], values[1], values[2], values[3] = x_ptr, w_ptr, b_ptr, y_ptr
+        values[4], values[5] = length, rows
+        found[3][6] = eps   # the buffer is shared by every eps this kernel is launched with
+        packed(blocks, threads, found[1])
+    launch.tp_arguments_only = True  # type: ignore[attr-defined]  # Note [write records]
+    return launch

@@ -3,7 +3,7 @@ dtype (cuda only). For each: the host us per call of the backend hook on its kep
 five loops of 300 calls, clock stopped before the sync), and the device us per product (50
 products captured into one graph, the replay timed with events, best of five). The limits of
 ``_small`` (``MAX_MULTIPLY_ADDS``, ``MAX_K``) are lifted for the "small" column and the kernel
-switched off for the "cuBLASLt" one, so both engines run every size.
+switched off (``MAX_K`` 0) for the "cuBLASLt" one, so both engines run every size.
 Usage: ``python3 benchmarks/small_matmul_probe.py``."""
 
 import cupy
@@ -16,12 +16,11 @@ from tensorplay.bench.timing import timed_loops
 
 SIZES = [(16, 16, 16), (32, 32, 32), (64, 64, 64), (64, 64, 128), (64, 64, 256),
          (96, 96, 96), (128, 128, 64), (128, 128, 128), (256, 256, 64), (256, 256, 256)]
-DTYPES = [np.float32, ml_dtypes.bfloat16]
+DTYPES = [np.float32, ml_dtypes.bfloat16, np.float16, np.float64]
 GRAPH_CALLS = 50
 
 
 def engine(small: bool) -> None:
-    _small.MAX_MULTIPLY_ADDS = 1 << 40 if small else 0
     _small.MAX_K = 1 << 20 if small else 0
     _matmul._direct.clear()
 
@@ -55,8 +54,10 @@ def device_us(a, b, out) -> float:
 
 
 def main() -> None:
-    limits = _small.MAX_MULTIPLY_ADDS, _small.MAX_K
+    limits = dict(_small.MAX_MULTIPLY_ADDS), _small.MAX_K
     print(f"_small limits: MAX_MULTIPLY_ADDS {limits[0]}, MAX_K {limits[1]}")
+    for dtype in limits[0]:
+        _small.MAX_MULTIPLY_ADDS[dtype] = 1 << 40   # the kernel for every size (MAX_K says)
     print(f"{'m x k x n':>16} {'dtype':>9} {'host small':>11} {'host Lt':>9} "
           f"{'dev small':>10} {'dev Lt':>8}")
     rng = np.random.default_rng(0)
@@ -77,7 +78,8 @@ def main() -> None:
             gap = np.abs(results[True] - results[False]).max()
             print(f"{f'{m}x{k}x{n}':>16} {np.dtype(dtype).name:>9} {row[0]:11.2f} {row[1]:9.2f} "
                   f"{row[2]:10.2f} {row[3]:8.2f}   max |small - Lt| {gap:.2e}", flush=True)
-    _small.MAX_MULTIPLY_ADDS, _small.MAX_K = limits
+    _small.MAX_MULTIPLY_ADDS.update(limits[0])
+    _small.MAX_K = limits[1]
     _matmul._direct.clear()
 
 

@@ -161,9 +161,12 @@ def test_a_launcher_repeats_the_kept_product_for_arrays_laid_out_alike(monkeypat
 
 
 def test_no_launcher_for_a_product_that_copied_its_operands():
-    a = cupy.asarray(_host((64, 64), np.float32))[:, ::2]   # strided columns: copied first
-    b = cupy.asarray(_host((32, 16), np.float32, 1))
-    out = cupy.empty((64, 16), np.float32)
+    # strided columns: copied first (a product too large for the small kernel, which takes
+    # any strides)
+    a = cupy.asarray(_host((512, 512), np.float32))[:, ::2]
+    b = cupy.asarray(_host((256, 64), np.float32, 1))
+    out = cupy.empty((512, 64), np.float32)
+    assert _small.plan(a, b, out, False, None) is None
     _matmul.matmul(a, b, out)
     assert _matmul.launcher(a, b, out, None, None, "highest") is None
 
@@ -479,7 +482,7 @@ def _kept_small() -> bool:
 
 @pytest.mark.parametrize("dtype", _SMALL_DTYPES, ids=lambda d: np.dtype(d).name)
 @pytest.mark.parametrize("form", ["nn", "nt"])
-@pytest.mark.parametrize("shape", [(9, 7, 13), (64, 64, 64), (17, 256, 60), (40, 1, 5)])
+@pytest.mark.parametrize("shape", [(9, 7, 13), (32, 32, 32), (17, 96, 20), (40, 1, 5)])
 def test_small_products_take_one_kernel_with_bias_activation_or_residual(monkeypatch, dtype,
                                                                          form, shape):
     """Products of small matrices (past the skinny kernels' 8 rows) are one tiled kernel with
@@ -511,11 +514,11 @@ def test_products_past_the_small_limits_are_still_right():
     """Past MAX_K or MAX_MULTIPLY_ADDS, with batch dimensions, negative strides or mixed
     dtypes the small kernel takes nothing; the products still come out right."""
     dtype = np.float32
-    cases = [(64, _small.MAX_K + 4, 16), (128, 128, 32), (9, 64, 64)]
+    cases = [(64, _small.MAX_K + 4, 16), (256, 256, 64), (128, 128, 128), (9, 64, 64)]
     for m, k, n in cases:
         x, w = cupy.asarray(_scaled((m, k), dtype, 1, k)), _weight("nn", k, n, dtype, 2)
         out = cupy.empty((m, n), dtype)
-        taken = m * n * k <= _small.MAX_MULTIPLY_ADDS and k <= _small.MAX_K
+        taken = m * n * k <= _small.MAX_MULTIPLY_ADDS[np.dtype(dtype)] and k <= _small.MAX_K
         assert (_small.plan(x, w, out, False, None) is not None) == taken
         _BACKEND.matmul(x, w, out)
         _small_close(out, _want(x, w), dtype)
@@ -537,11 +540,12 @@ def test_products_past_the_small_limits_are_still_right():
 def test_small_products_inside_a_raw_capture_give_the_eager_bits(dtype):
     """The small kernel runs eagerly and inside captures alike: a replay writes exactly what
     the eager call wrote."""
-    hx = _scaled((48, 64), dtype, 1, 64)
-    x = cupy.zeros((48, 64), dtype)
-    w = _weight("nt", 64, 40, dtype, 2)
+    hx = _scaled((24, 32), dtype, 1, 32)
+    x = cupy.zeros((24, 32), dtype)
+    w = _weight("nt", 32, 40, dtype, 2)
     bias = cupy.asarray(_host((40,), dtype, 3))
-    out = cupy.empty((48, 40), dtype)
+    out = cupy.empty((24, 40), dtype)
+    assert _small.plan(x, w, out, True, "gelu_tanh") is not None
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
         _BACKEND.matmul_epilogue(x, w, out, bias, "gelu_tanh")   # compiled outside the capture

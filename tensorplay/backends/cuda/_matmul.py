@@ -24,7 +24,7 @@ Products of at most 8 rows (a small batch through a layer, a decode step's token
 float16 or bfloat16 skip cuBLASLt where ``_skinny.plan`` takes their layout: one kernel of
 ``_skinny.py`` computes them with the bias and activation, or the bias and a residual, where
 cuBLASLt is latency (and, for half weights, a fraction of the memory's bandwidth). Other small
-products (at most ``_small.MAX_MULTIPLY_ADDS`` multiply-adds, float16 to float64) are one tiled
+products (up to ``_small.MAX_MULTIPLY_ADDS`` multiply-adds, float16 to float64) are one tiled
 kernel of ``_small.py``: a prepacked launch costs the host less than half of what a
 ``cublasLtMatmul`` call does, and such a product's arithmetic is under a microsecond.
 

@@ -633,12 +633,16 @@ def test_step_never_waits_for_the_device(dev, monkeypatch, cls, options):
 
 
 def count_launches(monkeypatch) -> list:
-    """Spy on the accelerator's kernel launches and copies; returns the list they append to."""
+    """Spy on the accelerator's kernel launches (by kernel object, and by call where the
+    backend offers ``launch_call``) and copies; returns the list they append to."""
     from tensorplay._runtime.select import accelerator_backend
 
     backend = accelerator_backend()
     calls: list = []
-    for name in ("launch", "memcpy"):
+    for name in ("launch", "memcpy", "launch_call"):
+        if getattr(backend, name, None) is None:
+            continue
+
         def spy(*args, _name=name, _original=getattr(backend, name), **kwargs):
             calls.append(_name)
             return _original(*args, **kwargs)

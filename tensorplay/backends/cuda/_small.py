@@ -46,10 +46,10 @@ __all__ = ["MAX_MULTIPLY_ADDS", "MAX_K", "ACTIVATIONS", "plan"]
 
 _F64 = np.dtype(np.float64)
 #: the most multiply-adds (m * n * k) a small product takes, per dtype: up to there the kernel
-#: also takes no more device time than cuBLASLt's (float32 up to 128 x 128 x 128 on an H200;
-#: float16 and bfloat16 products run on cuBLASLt's tensor cores from 64 x 64 x 64 on, faster on
-#: the device, which is what a captured graph pays for)
-MAX_MULTIPLY_ADDS = {np.dtype(np.float32): 1 << 21, _F64: 1 << 18,
+#: also takes no more device time than cuBLASLt's (float32 up to 128 x 128 x 128 on an H100 and
+#: an H200; float16, bfloat16 and float64 products run on cuBLASLt's tensor cores from
+#: 64 x 64 x 64 on, faster on the device, which is what a captured graph pays for)
+MAX_MULTIPLY_ADDS = {np.dtype(np.float32): 1 << 21, _F64: 1 << 15,
                      np.dtype(np.float16): 1 << 15, np.dtype(ml_dtypes.bfloat16): 1 << 15}
 MAX_K = 256   #: the longest inner dimension a small product takes (one block walks all of it)
 #: the activations the kernel applies after the bias (None: none)

@@ -214,6 +214,27 @@ def test_long_prompts_match_the_reference(device, dtype, rtol, batch, length, ke
         np.testing.assert_allclose(to_numpy(got.double()), expected, rtol=rtol, atol=rtol)
 
 
+@pytest.mark.parametrize("dtype, rtol", [(tp.float32, 2e-5), (tp.bfloat16, 3e-2)])
+def test_repeated_prompts_at_new_addresses_match_the_reference(device, dtype, rtol):
+    """A prompt's attention called again and again with the same layout (a model's every
+    layer): fresh operands each time, some 32 bytes off the first ones' alignment (on cuda the
+    warm products launch from addresses alone, and such operands take the arrays' path), and a
+    causal call between the unmasked ones."""
+    batch, length, heads, dim = 1, 96, 3, 48
+    item = 4 if dtype is tp.float32 else 2
+    for call, offset in enumerate((0, 0, 32 // item, 0, 32 // item, 0)):
+        q_rows, kv_rows = arrays((batch, length, heads, dim), (batch, length, 2, heads, dim))
+        flat = np.concatenate([np.zeros(offset), kv_rows.ravel()])
+        packed = tp.tensor(flat, dtype=dtype, device=device)[offset:].view(kv_rows.shape)
+        k, v = packed.permute(2, 0, 3, 1, 4).unbind(0)
+        q = tp.tensor(q_rows, dtype=dtype, device=device).permute(0, 2, 1, 3)
+        stored = [to_numpy(t.double()) for t in (q, k, v)]
+        causal = call % 3 == 2
+        got = F.scaled_dot_product_attention(q, k, v, is_causal=causal)
+        np.testing.assert_allclose(to_numpy(got.double()),
+                                   reference(*stored, causal=causal), rtol=rtol, atol=rtol)
+
+
 def _captured_causal_attention(dev, length: int, replays: int):
     """A causal attention over ``(1, 2, length, 16)`` operands captured once, then replayed
     ``replays`` times with fresh inputs, each result checked against the reference; the

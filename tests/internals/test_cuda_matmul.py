@@ -160,31 +160,6 @@ def test_a_launcher_repeats_the_kept_product_for_arrays_laid_out_alike(monkeypat
     check(a, b, out, 6)                                           # plans forgotten since
 
 
-@needs_cublaslt
-def test_a_pointer_launcher_repeats_a_kept_cublaslt_product_from_addresses(monkeypatch):
-    """``pointer_launcher`` runs the kept cuBLASLt product on addresses alone; it declines
-    (False, nothing run) another alignment or plans forgotten since; there is none for a
-    product kept as a small kernel."""
-    a = cupy.asarray(_host((2, 96, 64), np.float32))
-    b = cupy.asarray(_host((2, 64, 80), np.float32, 1))
-    out = cupy.empty((2, 96, 80), np.float32)
-    _matmul.matmul(a, b, out)
-    launch = _matmul.pointer_launcher(a, b, out)
-    assert launch is not None
-    fresh, target = cupy.asarray(_host((2, 96, 64), np.float32, 2)), cupy.zeros_like(out)
-    assert launch(fresh.data.ptr, b.data.ptr, target.data.ptr)
-    np.testing.assert_allclose(target.get(), fresh.get() @ b.get(), rtol=1e-4, atol=1e-4)
-    shifted = cupy.empty(fresh.size + 8, np.float32)
-    assert not launch(shifted.data.ptr + 32, b.data.ptr, target.data.ptr)
-    monkeypatch.setattr(_matmul, "_generation", _matmul._generation + 1)
-    assert not launch(fresh.data.ptr, b.data.ptr, target.data.ptr)
-    small_a, small_b = cupy.asarray(_host((16, 16), np.float32)), cupy.asarray(_host((16, 16),
-                                                                                     np.float32))
-    small_out = cupy.empty((16, 16), np.float32)
-    _matmul.matmul(small_a, small_b, small_out)
-    assert _matmul.pointer_launcher(small_a, small_b, small_out) is None
-
-
 def test_no_launcher_for_a_product_that_copied_its_operands():
     # strided columns: copied first (a product too large for the small kernel, which takes
     # any strides)

@@ -40,7 +40,7 @@ graph's pool while a stream captures.
 from __future__ import annotations
 
 from array import array
-from typing import Any, Literal
+from typing import Any
 
 import cupy
 import numpy as np
@@ -48,7 +48,6 @@ import numpy as np
 from . import _elementwise_source as _source
 from . import _kernels as _kernel_cache
 from . import _copy, _matmul
-from ._graphs import _roots as _capturing_roots   # non-empty while a capture is open
 from ._launch import PackedLaunch, thread_ident
 
 __all__ = ["attention", "ATTENTION_DTYPES", "MAX_HEAD_DIM", "DECODE_QUERIES", "TILED_HEAD_DIM",
@@ -622,7 +621,7 @@ class _ProductsPlan:
     over the scores (one scratch block), each row where its float32 scores began."""
 
     __slots__ = ("scores_shape", "softmax", "grid", "static", "scale", "probs_strides",
-                 "dtype", "nbytes", "products")
+                 "dtype")
 
     def __init__(self, q, k, scale: float, causal: bool):
         batch, heads, length, _ = q.shape
@@ -638,48 +637,21 @@ class _ProductsPlan:
         self.probs_strides = (heads * length * keys * 4, length * keys * 4, keys * 4,
                               q.dtype.itemsize)
         self.scale = scale
-        self.nbytes = rows * keys * 4
-        #: the two products' pointer launchers (``_matmul.pointer_launcher``), made after the
-        #: first run outside a capture; None until then, False where there are none
-        self.products: tuple | Literal[False] | None = None
 
     def run(self, q, k, v, out) -> None:
-        products = self.products
-        if products and not _capturing_roots:   # a warm eager call: addresses, no arrays
-            memory = cupy.cuda.alloc(self.nbytes)
-            scores = memory.ptr
-            if products[0](q.data.ptr, k.data.ptr, scores):
-                self._softmax(scores)
-                if products[1](scores, v.data.ptr, out.data.ptr):
-                    return
-                _matmul.matmul(self._probs(memory), v, out)
-                return
-        scores_array = cupy.empty(self.scores_shape, np.float32)
-        keys = k.swapaxes(-1, -2)
-        _matmul.matmul(q, keys, scores_array)
-        memory = scores_array.data
-        self._softmax(memory.ptr)
-        probs = scores_array if self.dtype == scores_array.dtype else self._probs(memory)
-        _matmul.matmul(probs, v, out)
-        if products is None and not _capturing_roots:
-            first = _matmul.pointer_launcher(q, keys, scores_array)
-            second = _matmul.pointer_launcher(probs, v, out)
-            self.products = (first, second) if first and second else False
-
-    def _softmax(self, scores: int) -> None:
-        """The softmax kernel over the float32 scores at ``scores``, the probabilities written
-        over them."""
+        scores = cupy.empty(self.scores_shape, np.float32)
+        _matmul.matmul(q, k.swapaxes(-1, -2), scores)
+        memory = scores.data
+        probs = scores if self.dtype == scores.dtype else cupy.ndarray(
+            self.scores_shape, self.dtype, memory, self.probs_strides)
         packed = self.softmax
         found = packed.buffers.get(thread_ident()) or packed.buffer()
         values = found[0]
-        values[0] = values[1] = scores
+        values[0] = values[1] = memory.ptr
         values[2:7] = self.static
         found[3][7] = self.scale
         packed(self.grid, 32 * _SOFTMAX_WARPS, found[1])
-
-    def _probs(self, memory):
-        """The probabilities written over the scores in ``memory``, as an array."""
-        return cupy.ndarray(self.scores_shape, self.dtype, memory, self.probs_strides)
+        _matmul.matmul(probs, v, out)
 
 
 def _products_apply(q, k, v, mask, dim: int) -> bool:

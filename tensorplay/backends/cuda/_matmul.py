@@ -51,7 +51,7 @@ from ._graphs import _roots as _capturing_roots   # non-empty while a capture is
 from ._runtime import is_capturing, relaxed_capture_mode
 
 __all__ = ["ENGINE", "EPILOGUES", "matmul", "matmul_epilogue", "matmul_residual", "launcher",
-           "pointer_launcher", "available"]
+           "available"]
 
 log = logging.getLogger("tensorplay.cuda")
 
@@ -486,36 +486,6 @@ def launcher(a, b, out, bias=None, activation: str | None = None,
             kept(a, b, bias, out)
             return out
     launch.tp_arguments_only = True  # type: ignore[attr-defined]  # Note [write records]
-    return launch
-
-
-def pointer_launcher(a, b, out, precision: str = "highest"):
-    """A launcher ``fn(pa, pb, pc) -> bool`` of the cuBLASLt product :func:`matmul` (no
-    epilogue) just ran on these arrays, for operands laid out as these at the addresses ``pa``,
-    ``pb`` and ``pc``: for a caller whose operands are scratch memory or views it would make
-    as arrays only to pass them here (the prompt attention's products). None where the kept
-    product is not one cuBLASLt call (a skinny or small kernel, CuPy's product, copied
-    operands).
-
-    The launcher returns False, running nothing, where :func:`launcher`'s would take
-    :func:`matmul` (a capture open, another alignment, kept plans forgotten): the caller then
-    runs :func:`matmul` on arrays. Pitfall: addresses of another layout give wrong results.
-    """
-    memory = out.data
-    pa, pb, pc = a.data.ptr, b.data.ptr, memory.ptr
-    device = memory.device_id
-    kept = _direct.get(_direct_key(a, b, out, pa, pb, pc, device, precision, False, None,
-                                   None))
-    if kept is None or kept.__class__ is not _Plan or _capturing_roots:
-        return None
-    lows, generation = (pa & 255, pb & 255, pc & 255), _generation
-
-    def launch(pa: int, pb: int, pc: int) -> bool:
-        if _capturing_roots or (pa & 255, pb & 255, pc & 255) != lows or \
-                _generation != generation:
-            return False
-        _run(kept, device, pb, pa, pc, None)
-        return True
     return launch
 
 

@@ -27,7 +27,8 @@ Precision: float16 and bfloat16 accumulate in float32, float32 in float32 with f
 multiply-adds at every float32 matmul precision (TF32 and bfloat16 tensor cores are
 permissions, not obligations, as in PyTorch), float64 in float64. The bias and residual are
 added in the accumulator's type before the one rounding. The summation order (k ascending, one
-fused multiply-add per term) differs from cuBLAS's.
+fused multiply-add per term) is not promised to be cuBLAS's, so results may differ from a
+cuBLASLt product in the last bits.
 """
 
 from __future__ import annotations

@@ -306,14 +306,8 @@ def _softmax(op: str, input, dim, dtype, rule) -> Tensor:
     if key is None:
         return _apply(op, [tensor], fn, native=native, cache=True)
     plan = _ops._plan(op, None, [tensor], None, None, None, None, fn, native)
-    if plan.fast is not None and plan.fast is native:
-        # the backend's launcher for this layout, where it has one: the plan is kept per
-        # layout, so the launch need not look at the signature again
-        prepared = _hook(tensor, "softmax_launcher")
-        launcher = None if prepared is None else prepared(tensor._data, axis,
-                                                          op == "log_softmax")
-        if launcher is not None:
-            plan.fast = launcher
+    _ops.adopt_launcher(plan, native, "softmax_launcher", tensor._data, axis,
+                        op == "log_softmax")
     _dispatch.remember(_softmax_plans, key, plan)
     return _ops._execute_one(plan, tensor)
 

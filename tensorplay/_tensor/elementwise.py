@@ -372,6 +372,19 @@ def _weak_scalar_limits(kind, compute: _dtype.dtype):
     return None
 
 
+def adopt_launcher(plan: _Plan, native, hook_name: str, *args) -> None:
+    """Give a plan whose kernel is the backend's ``native`` the backend's launcher for its
+    layout, where it has one: the optional hook ``hook_name(*args)`` (``softmax_launcher``,
+    ``layer_norm_launcher``) returns a launcher taking the same arrays as ``native`` or None.
+    A plan is kept per layout, so its launch need not look at the signature again."""
+    if native is None or plan.fast is not native:
+        return
+    prepared = _dispatch._hook_for(_dispatch.xp_of(plan.device), hook_name)
+    launcher = None if prepared is None else prepared(*args)
+    if launcher is not None:
+        plan.fast = launcher
+
+
 def _execute(plan: _Plan, operands, out):
     """Launch ``plan`` over these operand values (Note [elementwise plans])."""
     if out is None:

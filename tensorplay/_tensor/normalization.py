@@ -170,14 +170,9 @@ def layer_norm(input: Tensor, normalized_shape: tuple[int, ...], weight: Tensor 
         native = _layer_norm_native(input, normalized_shape, weight, bias, eps)
         plan = _ops._plan("layer_norm", None, operands, None, None, None, None, formula,
                           native, _input_dtype)
-        if native is not None and plan.fast is native and len(operands) == 3:
-            # the backend's launcher for this layout, where it has one: the plan is kept per
-            # layout, so the launch need not look at the signature again
-            prepared = _dispatch._hook_for(_dispatch.xp_of(input.device), "layer_norm_launcher")
-            launcher = None if prepared is None else prepared(
-                input._data, weight._data, bias._data, eps)  # type: ignore[union-attr]
-            if launcher is not None:
-                plan.fast = launcher
+        if len(operands) == 3:   # the launcher takes the weight and the bias
+            _ops.adopt_launcher(plan, native, "layer_norm_launcher", input._data,
+                                weight._data, bias._data, eps)  # type: ignore[union-attr]
         _dispatch.remember(_layer_norm_plans, key, plan, _PLAN_LIMIT)
     return _ops._execute(plan, operands, None)
 
